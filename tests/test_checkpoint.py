@@ -1,0 +1,93 @@
+import json
+
+import pytest
+import torch
+
+from tsfm.checkpoint import CheckpointError, load_model, save_model
+from tsfm.config import ModelConfig
+from tsfm.model import Forecaster
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="xlstm[1:1]", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4)
+    return Forecaster(config).eval()
+
+
+def test_round_trip_gives_identical_forecasts(model, tmp_path):
+    path = save_model(model, tmp_path / "ckpt", training={"note": "test"})
+    assert sorted(p.name for p in path.iterdir()) == ["config.json", "model.safetensors"]
+    loaded = load_model(path)
+    context = torch.randn(4, 70)
+    assert torch.equal(model.forecast(context, 20), loaded.forecast(context, 20))
+    assert json.loads((path / "config.json").read_text())["training"] == {"note": "test"}
+
+
+def test_overwrite_replaces_atomically(model, tmp_path):
+    save_model(model, tmp_path / "ckpt")
+    save_model(model, tmp_path / "ckpt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+def test_default_model_loads_and_forecasts():
+    model = load_model("default")
+    out = model.forecast(torch.randn(2, 300), 48)
+    assert out.shape == (2, len(model.quantile_levels), 48) and torch.isfinite(out).all()
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(CheckpointError, match="neither a built-in model"):
+        load_model(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"config\.json not found"):
+        load_model(tmp_path / "empty")
+
+
+def test_corrupt_weights(model, tmp_path):
+    path = save_model(model, tmp_path / "ckpt")
+    (path / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_model(path)
+
+
+def test_truncated_weights(model, tmp_path):
+    path = save_model(model, tmp_path / "ckpt")
+    data = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError):
+        load_model(path)
+
+
+def test_corrupt_config(model, tmp_path):
+    path = save_model(model, tmp_path / "ckpt")
+    (path / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        load_model(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"d_model": 64}, "shape mismatch"),
+        ({"n_layers": 3}, "missing"),
+        ({"backbone": "nope"}, "cannot build"),
+        ({"d_model": -1}, "invalid model config"),
+    ],
+)
+def test_mismatched_config(model, tmp_path, change, message):
+    path = save_model(model, tmp_path / "ckpt")
+    payload = json.loads((path / "config.json").read_text())
+    payload["model"].update(change)
+    (path / "config.json").write_text(json.dumps(payload))
+    with pytest.raises(CheckpointError, match=message):
+        load_model(path)
+
+
+def test_wrong_format_version(model, tmp_path):
+    path = save_model(model, tmp_path / "ckpt")
+    payload = json.loads((path / "config.json").read_text())
+    payload["format_version"] = 99
+    (path / "config.json").write_text(json.dumps(payload))
+    with pytest.raises(CheckpointError, match="format_version"):
+        load_model(path)

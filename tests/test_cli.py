@@ -1,0 +1,170 @@
+"""The ``tsfm`` command line (tsfm/cli.py), run in-process through ``main([...])``.
+
+The forecasting tests swap the model for a small fake (``tsfm.forecast.resolve_model`` is patched) so they test
+the command, not a model; ``info`` and one forecast also run on a tiny real checkpoint loaded by path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tsfm import forecast as forecast_module
+from tsfm.cli import COMMANDS, main
+from tsfm.config import ModelConfig
+
+
+class FakeForecaster(torch.nn.Module):
+    """Forecaster interface; every quantile repeats the last observed value (plus a level-dependent offset)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = ModelConfig(patch_size=4, context_length=64, train_horizon_patches=12)
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    @property
+    def quantile_levels(self) -> tuple[float, ...]:
+        return self.config.quantile_levels
+
+    def forecast(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+        last = torch.stack([row[~torch.isnan(row)][-1] for row in context])
+        offsets = torch.tensor(self.quantile_levels) - 0.5
+        return (last[:, None, None] + offsets[None, :, None]).expand(-1, -1, prediction_length).clone()
+
+
+@pytest.fixture
+def fake_model(monkeypatch) -> FakeForecaster:
+    model = FakeForecaster()
+
+    def resolve(name_or_model, device=None):
+        if isinstance(name_or_model, str) and name_or_model not in {"default", "fake"}:
+            raise FileNotFoundError(f"no checkpoint at {name_or_model}")
+        return model
+
+    monkeypatch.setattr(forecast_module, "resolve_model", resolve)
+    return model
+
+
+@pytest.fixture
+def data() -> pd.DataFrame:
+    frames = [
+        pd.DataFrame({
+            "item_id": item_id,
+            "timestamp": pd.date_range("2024-01-01", periods=30, freq="D"),
+            "target": np.sin(np.arange(30) / 3.0) * 10 + 50 * (k + 1),
+        })
+        for k, item_id in enumerate(["north", "south", "east"])
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture
+def csv_file(tmp_path, data) -> Path:
+    path = tmp_path / "data.csv"
+    data.to_csv(path, index=False)
+    return path
+
+
+def test_commands_are_registered():
+    assert {"forecast", "info"} <= set(COMMANDS)
+
+
+def test_forecast_csv_writes_csv_and_png(fake_model, csv_file, tmp_path, capsys):
+    out, png = tmp_path / "out" / "forecast.csv", tmp_path / "plot.png"
+    code = main(["forecast", str(csv_file), "-H", "7", "-o", str(out), "--plot", str(png)])
+    assert code == 0
+    forecast = pd.read_csv(out)
+    assert list(forecast.columns[:3]) == ["item_id", "timestamp", "predictions"]
+    assert forecast.groupby("item_id", sort=False).size().to_dict() == {"north": 7, "south": 7, "east": 7}
+    assert forecast["timestamp"].iloc[0] == "2024-01-31"
+    assert png.stat().st_size > 1000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert "north" in printed and "3 series x 7 steps" in printed
+
+
+def test_forecast_parquet_with_other_column_names(fake_model, data, tmp_path):
+    source = tmp_path / "data.parquet"
+    data.rename(columns={"item_id": "unique_id", "timestamp": "ds", "target": "y"}).to_parquet(source)
+    out = tmp_path / "forecast.parquet"
+    code = main([
+        "forecast", str(source), "--prediction-length", "5", "--id-column", "unique_id", "--timestamp-column", "ds",
+        "--target", "y", "--quantile-levels", "0.1,0.5,0.9", "--freq", "D", "-o", str(out),
+    ])
+    assert code == 0
+    forecast = pd.read_parquet(out)
+    assert list(forecast.columns) == ["unique_id", "ds", "predictions", "0.1", "0.5", "0.9"]
+    assert len(forecast) == 15
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["-H", "0"], "prediction_length must be a positive integer"),
+     (["-H", "3", "--target", "sales"], "target='sales'"),
+     (["-H", "3", "--freq", "fortnight"], "unknown freq 'fortnight'"),
+     (["-H", "3", "--quantile-levels", "0.5,1.5"], "strictly between 0 and 1"),
+     (["-H", "3", "--batch-size", "0"], "batch_size"),
+     (["-H", "3", "-o", "out.xlsx"], "unsupported output type '.xlsx'"),
+     (["-H", "3", "--model", "/no/such/model"], "cannot load model '/no/such/model'")],
+)
+def test_bad_input_exits_2_with_one_line(fake_model, csv_file, capsys, extra, message):
+    code = main(["forecast", str(csv_file), *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: ") and message in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_missing_and_unsupported_files(fake_model, tmp_path, capsys):
+    assert main(["forecast", str(tmp_path / "none.csv"), "-H", "3"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "data.txt").write_text("x")
+    assert main(["forecast", str(tmp_path / "data.txt"), "-H", "3"]) == 2
+    assert "unsupported file type '.txt'" in capsys.readouterr().err
+
+
+def test_irregular_data_names_the_series(fake_model, data, tmp_path, capsys):
+    path = tmp_path / "gappy.csv"
+    data.drop(index=[35]).to_csv(path, index=False)  # a day missing in 'south'
+    assert main(["forecast", str(path), "-H", "3"]) == 2
+    assert "series 'south' has irregular timestamps" in capsys.readouterr().err
+    assert main(["forecast", str(path), "-H", "3", "--freq", "D"]) == 0
+
+
+def test_argparse_errors_return_2(capsys):
+    assert main(["forecast"]) == 2
+    assert main(["forecast", "x.csv", "-H", "3", "--quantile-levels", "a,b"]) == 2
+    assert "comma-separated numbers" in capsys.readouterr().err
+    assert main([]) == 2
+    assert main(["--help"]) == 0
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    from tsfm.checkpoint import save_model
+    from tsfm.model import Forecaster
+
+    config = ModelConfig(backbone="transformer", d_model=32, n_layers=2, n_heads=2, context_length=128)
+    return save_model(Forecaster(config), tmp_path_factory.mktemp("models") / "tiny")
+
+
+def test_info_on_a_real_checkpoint(tiny_checkpoint, capsys):
+    assert main(["info", "--model", str(tiny_checkpoint)]) == 0
+    printed = capsys.readouterr().out
+    for expected in ("tsfm", "backbone", "transformer", "parameters", "config.patch_size", "torch", "backbones"):
+        assert expected in printed
+
+
+def test_forecast_with_a_real_checkpoint(tiny_checkpoint, csv_file, tmp_path):
+    out = tmp_path / "f.csv"
+    assert main(["forecast", str(csv_file), "-H", "4", "--model", str(tiny_checkpoint), "-o", str(out)]) == 0
+    assert len(pd.read_csv(out)) == 12
+
+
+def test_info_with_a_missing_model_still_prints_the_machine(capsys):
+    assert main(["info", "--model", "/no/such/model"]) == 2
+    captured = capsys.readouterr()
+    assert "torch" in captured.out and captured.err.startswith("error: cannot load model")

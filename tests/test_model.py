@@ -1,0 +1,88 @@
+import math
+
+import pytest
+import torch
+
+from tsfm.config import ModelConfig
+from tsfm.model import Forecaster
+
+SPECS = ["xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
+
+
+def tiny(backbone: str = "xlstm[1:1]", **kw) -> Forecaster:
+    torch.manual_seed(0)
+    config = ModelConfig(backbone=backbone, d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
+                         context_length=256, train_horizon_patches=2, **kw)
+    return Forecaster(config).eval()
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_forecast_shape_sorted_and_finite(spec):
+    model = tiny(spec)
+    context = torch.randn(3, 45)
+    context[1, :20] = float("nan")
+    out = model.forecast(context, prediction_length=19)
+    assert out.shape == (3, 9, 19)
+    assert torch.isfinite(out).all()
+    assert (out.diff(dim=1) >= 0).all()
+
+
+def test_all_nan_context_gives_finite_forecast():
+    out = tiny().forecast(torch.full((2, 16), float("nan")), 8)
+    assert torch.isfinite(out).all()
+
+
+def test_forecast_is_scale_and_shift_equivariant():
+    model = tiny()
+    context = torch.randn(2, 40).cumsum(-1)
+    base = model.forecast(context, 12)
+    moved = model.forecast(context * 1000.0 + 5e4, 12)
+    assert torch.allclose(moved, base * 1000.0 + 5e4, rtol=1e-4, atol=1e-1)
+
+
+def test_forecast_prefix_is_the_same_for_longer_horizons():
+    """One causal pass: asking for more steps must not change the first ones."""
+    model = tiny()
+    context = torch.randn(2, 40)
+    short, long = model.forecast(context, 16), model.forecast(context, 64)
+    assert torch.allclose(short, long[..., :16], atol=1e-5)
+
+
+def test_context_after_forecast_origin_does_not_leak():
+    """Changing old context changes the forecast; the model really reads its input."""
+    model = tiny()
+    context = torch.randn(1, 40)
+    changed = context.clone()
+    changed[0, 5] += 10
+    assert not torch.allclose(model.forecast(context, 8), model.forecast(changed, 8))
+
+
+def test_training_loss_backward_and_learns():
+    model = tiny("xlstm[1:1]").train()
+    t = torch.arange(64 + 16, dtype=torch.float32)
+    series = torch.sin(2 * math.pi * t / 8).repeat(8, 1) + 0.01 * torch.randn(8, 80)
+    context, target = series[:, :64], series[:, 64:]
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    first = None
+    for _ in range(60):
+        loss = model.training_loss(context, target, mask_ratio=0.2, max_mask_run=2)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        first = first if first is not None else loss.item()
+    assert loss.item() < 0.5 * first
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_training_context_must_be_patch_aligned():
+    with pytest.raises(ValueError, match="multiple of 8"):
+        tiny().training_loss(torch.randn(2, 30), torch.randn(2, 8))
+
+
+def test_invalid_config_is_rejected():
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="quantile_levels"):
+        ModelConfig(quantile_levels=(0.1, 0.1, 0.5))
+    with pytest.raises(ValueError, match="unknown ModelConfig field"):
+        ModelConfig.from_dict({"d_modle": 3})

@@ -1,0 +1,29 @@
+import pytest
+
+from tsfm.presets import PRESET_TARGETS, STANDARD_SPECS, TOLERANCE, count_parameters, preset_config
+
+
+@pytest.mark.parametrize("spec", STANDARD_SPECS)
+@pytest.mark.parametrize("preset", list(PRESET_TARGETS))
+def test_preset_within_tolerance(spec, preset):
+    config = preset_config(spec, preset)
+    params = count_parameters(config)
+    target = PRESET_TARGETS[preset]
+    assert abs(params / target - 1) <= TOLERANCE, f"{spec} {preset}: {params:,} vs {target:,}"
+
+
+def test_same_depth_across_backbones():
+    depths = {preset_config(spec, "10M").n_layers for spec in STANDARD_SPECS}
+    assert len(depths) == 1
+
+
+def test_unknown_preset():
+    with pytest.raises(ValueError, match="unknown preset"):
+        preset_config("mamba2", "5M")
+
+
+def test_count_is_everything():
+    from tsfm.model import Forecaster
+
+    config = preset_config("transformer", "1M")
+    assert count_parameters(config) == sum(p.numel() for p in Forecaster(config).parameters())

@@ -1,0 +1,131 @@
+"""Checkpoints: ``config.json`` + ``model.safetensors`` in one folder (no pickle), and the shipped default model.
+
+``config.json`` holds ``{"format": "tsfm", "format_version": 1, "model": <ModelConfig>, "training": {...}}``;
+``training`` is free-form provenance (command, data, steps) and never affects loading. Loading checks that the
+weights match the config exactly, so a mismatched or truncated file fails loudly instead of forecasting garbage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from tsfm.config import ModelConfig
+from tsfm.model import Forecaster
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+FORMAT_NAME = "tsfm"
+FORMAT_VERSION = 1
+BUILTIN_MODELS = ("default",)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder is missing, corrupt, or does not match its config."""
+
+
+def builtin_model_path(name: str) -> Path:
+    """Folder of a model shipped inside the package (``tsfm/models/<name>``)."""
+    return Path(str(resources.files("tsfm") / "models" / name))
+
+
+def resolve_model_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """A built-in name (``"default"``) or a folder path -> the checkpoint folder."""
+    if isinstance(name_or_path, str) and name_or_path in BUILTIN_MODELS:
+        return builtin_model_path(name_or_path)
+    path = Path(name_or_path)
+    if not path.exists():
+        raise CheckpointError(
+            f"model {str(name_or_path)!r} is neither a built-in model ({', '.join(BUILTIN_MODELS)}) "
+            "nor an existing checkpoint folder"
+        )
+    return path
+
+
+def save_model(model: Forecaster, path: str | os.PathLike[str], *, training: dict[str, Any] | None = None) -> Path:
+    """Write ``model`` to folder ``path`` atomically (a temporary folder renamed into place)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "model": model.config.to_dict(),
+        "training": training or {},
+    }
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    (staging / CONFIG_FILE).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
+    save_file(state, str(staging / WEIGHTS_FILE), metadata={"format": FORMAT_NAME})
+    if target.exists():
+        backup = target.with_name(f".{target.name}.old")
+        target.rename(backup)
+        staging.rename(target)
+        for child in backup.iterdir():
+            child.unlink()
+        backup.rmdir()
+    else:
+        staging.rename(target)
+    return target
+
+
+def read_checkpoint_config(path: str | os.PathLike[str]) -> tuple[ModelConfig, dict[str, Any]]:
+    """Parse and validate ``config.json`` -> ``(ModelConfig, training provenance)``."""
+    config_path = Path(path) / CONFIG_FILE
+    if not config_path.is_file():
+        raise CheckpointError(f"{config_path} not found: a tsfm checkpoint folder holds {CONFIG_FILE} and {WEIGHTS_FILE}")
+    try:
+        payload = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{config_path} is not valid JSON: {err}") from err
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT_NAME:
+        raise CheckpointError(f"{config_path} is not a tsfm checkpoint config (missing \"format\": \"{FORMAT_NAME}\")")
+    if payload.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{config_path} has format_version {payload.get('format_version')!r}; this tsfm reads {FORMAT_VERSION}"
+        )
+    try:
+        config = ModelConfig.from_dict(payload["model"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{config_path}: invalid model config: {err}") from err
+    return config, payload.get("training", {})
+
+
+def load_model(name_or_path: str | os.PathLike[str] = "default", *, device: str | torch.device = "cpu") -> Forecaster:
+    """Load a Forecaster from a built-in name (``"default"``) or a checkpoint folder, in eval mode."""
+    path = resolve_model_path(name_or_path)
+    config, _ = read_checkpoint_config(path)
+    weights_path = path / WEIGHTS_FILE
+    if not weights_path.is_file():
+        raise CheckpointError(f"{weights_path} not found")
+    try:
+        state = load_file(str(weights_path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"{weights_path} is corrupt or not a safetensors file: {err}") from err
+    try:
+        model = Forecaster(config)
+    except ValueError as err:
+        raise CheckpointError(f"{path}: cannot build the model its config describes: {err}") from err
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong_shape = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
+    if missing or unexpected or wrong_shape:
+        details = []
+        if missing:
+            details.append(f"missing {len(missing)} tensor(s), e.g. {missing[:3]}")
+        if unexpected:
+            details.append(f"unexpected {len(unexpected)} tensor(s), e.g. {unexpected[:3]}")
+        if wrong_shape:
+            k = wrong_shape[0]
+            details.append(f"shape mismatch for {k}: file {tuple(state[k].shape)} vs config {tuple(expected[k].shape)}")
+        raise CheckpointError(f"{path}: weights do not match config.json ({'; '.join(details)})")
+    model.load_state_dict(state)
+    return model.to(device).eval()

@@ -1,0 +1,318 @@
+"""The ``tsfm`` command line: one subcommand per function, registered with ``@command``.
+
+Adding a command is one decorated function: its arguments are declared in the decorator and it returns an exit
+code. ``main`` turns input errors (``ForecastInputError``, ``CommandError``, unreadable files) into one line
+``error: ...`` on stderr and exit code 2, without a traceback; anything else is a bug and keeps its traceback.
+Heavy modules (torch, pandas, matplotlib) are imported inside the commands so that ``tsfm --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_USAGE = 2  # bad input, as argparse uses for bad arguments
+
+TABLE_ROWS_PER_SERIES = 3
+TABLE_MAX_SERIES = 5
+DATA_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+class CommandError(Exception):
+    """A user-facing failure of a command: printed as ``error: <message>`` with exit code 2."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    """The positional and keyword arguments of one ``ArgumentParser.add_argument`` call."""
+
+    flags: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    arguments: tuple[Argument, ...]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def arg(*flags: str, **options: Any) -> Argument:
+    """Declare an argument exactly as ``add_argument(*flags, **options)`` would take it."""
+    return Argument(flags, options)
+
+
+def command(name: str, help: str, *arguments: Argument) -> Callable[[Callable[[argparse.Namespace], int]], Any]:
+    """Register ``run(args) -> exit code`` as subcommand ``name``."""
+
+    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        if name in COMMANDS:
+            raise ValueError(f"command {name!r} is registered twice")
+        COMMANDS[name] = Command(name, help, arguments, run)
+        return run
+
+    return register
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with every registered command as a subcommand."""
+    from tsfm import __version__
+
+    parser = argparse.ArgumentParser(prog="tsfm", description="Time-series foundation models: forecast, inspect.")
+    parser.add_argument("--version", action="version", version=f"tsfm {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for cmd in COMMANDS.values():
+        sub = subparsers.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        for argument in cmd.arguments:
+            sub.add_argument(*argument.flags, **argument.options)
+        sub.set_defaults(run=cmd.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tsfm`` script; returns the exit code instead of exiting (so tests call it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits on --help, --version and bad arguments
+        return int(exit_.code or 0)
+    if getattr(args, "run", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.run(args)
+    except _user_errors() as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions caused by the user's input rather than by a bug."""
+    from tsfm.df_utils import ForecastInputError
+
+    return (CommandError, ForecastInputError, FileNotFoundError, IsADirectoryError, PermissionError)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Shared arguments and helpers
+
+MODEL_ARG = arg(
+    "--model", default="default", help="'default' (the model shipped with tsfm) or a checkpoint folder"
+)
+DEVICE_ARG = arg("--device", default=None, help="torch device, e.g. cpu or cuda (default: cpu)")
+
+
+def _quantile_levels(text: str) -> list[float]:
+    """argparse type for ``0.1,0.5,0.9``; range checks happen in the API so the messages stay the same."""
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        message = f"expected comma-separated numbers such as 0.1,0.5,0.9, got {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+
+
+def _load_model(name_or_path: str, device: str | None) -> Any:
+    """Load a model, turning a bad name or path into a one-line error."""
+    from tsfm import forecast
+
+    try:
+        return forecast.resolve_model(name_or_path, device)
+    except (OSError, ValueError) as err:
+        raise CommandError(f"cannot load model {name_or_path!r}: {err}") from None
+
+
+def _read_table(path: Path) -> Any:
+    """Read a CSV or Parquet file into a DataFrame."""
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    if suffix not in DATA_SUFFIXES:
+        raise CommandError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .csv or .parquet")
+    if not path.is_file():
+        raise CommandError(f"{path}: no such file")
+    try:
+        return pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+    except (ValueError, OSError, pd.errors.ParserError) as err:
+        raise CommandError(f"{path}: cannot read it as {suffix[1:]}: {err}") from None
+
+
+def _check_output_path(path: Path | None, suffixes: tuple[str, ...]) -> None:
+    """Fail before the forecast runs, not after, when an output file type is wrong."""
+    if path is not None and path.suffix.lower() not in suffixes:
+        raise CommandError(f"{path}: unsupported output type {path.suffix or '(none)'!r}; use {' or '.join(suffixes)}")
+
+
+def _write_table(frame: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+
+
+def _summary_table(forecast: Any, id_column: str) -> str:
+    """The first rows of the first series, so a terminal shows the shape of the result at a glance."""
+    item_ids = forecast[id_column].unique()
+    shown = forecast[forecast[id_column].isin(item_ids[:TABLE_MAX_SERIES])]
+    table = shown.groupby(id_column, sort=False).head(TABLE_ROWS_PER_SERIES)
+    text = table.to_string(index=False, float_format=lambda x: f"{x:.6g}")
+    horizon = len(forecast) // max(len(item_ids), 1)
+    shown_note = f" (first {TABLE_ROWS_PER_SERIES} rows of at most {TABLE_MAX_SERIES} series shown)"
+    return f"{text}\n{len(item_ids)} series x {horizon} steps{shown_note}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Commands
+
+
+@command(
+    "forecast",
+    "Forecast every series of a long-format CSV or Parquet file (one row per series and timestamp).",
+    arg("data", type=Path, help="input .csv or .parquet with id, timestamp and target columns"),
+    arg("-H", "--prediction-length", type=int, required=True, help="steps to forecast per series"),
+    MODEL_ARG,
+    arg("--id-column", default="item_id", help="series id column (default: item_id)"),
+    arg("--timestamp-column", default="timestamp", help="timestamp column (default: timestamp)"),
+    arg("--target", default="target", help="target column (default: target)"),
+    arg("--freq", default=None, help="pandas frequency such as h, D, W-SUN, MS; default: inferred per series"),
+    arg("--quantile-levels", type=_quantile_levels, default=None, help="comma-separated, default 0.1,0.2,...,0.9"),
+    arg("--context-length", type=int, default=None, help="last steps of each series to use (default: the model's)"),
+    arg("--batch-size", type=int, default=256, help="series per forward pass (default: 256)"),
+    DEVICE_ARG,
+    arg("-o", "--output", type=Path, default=None, help="write the forecast to this .csv or .parquet file"),
+    arg("--plot", type=Path, default=None, help="write a PNG of the first series' forecasts"),
+)
+def forecast_command(args: argparse.Namespace) -> int:
+    from tsfm.config import DEFAULT_QUANTILE_LEVELS
+    from tsfm.forecast import predict_df
+
+    _check_output_path(args.output, (".csv", ".parquet", ".pq"))
+    _check_output_path(args.plot, (".png",))
+    data = _read_table(args.data)
+    model = _load_model(args.model, args.device)
+    levels = args.quantile_levels if args.quantile_levels is not None else DEFAULT_QUANTILE_LEVELS
+    columns = {"id_column": args.id_column, "timestamp_column": args.timestamp_column, "target": args.target}
+    forecast = predict_df(
+        data,
+        args.prediction_length,
+        model=model,
+        quantile_levels=levels,
+        freq=args.freq,
+        batch_size=args.batch_size,
+        context_length=args.context_length,
+        **columns,
+    )
+    print(_summary_table(forecast, args.id_column))
+    if args.output is not None:
+        _write_table(forecast, args.output)
+        print(f"wrote {args.output}")
+    if args.plot is not None:
+        from tsfm.plotting import plot_forecast
+
+        plot_forecast(data, forecast, path=args.plot, quantile_levels=levels, **columns)
+        print(f"wrote {args.plot}")
+    return EXIT_OK
+
+
+@command("info", "Show the package, the model and the machine.", MODEL_ARG, DEVICE_ARG)
+def info_command(args: argparse.Namespace) -> int:
+    """Print what a bug report needs; a model that fails to load still leaves the rest printed (exit code 2)."""
+    import torch
+
+    from tsfm import __version__
+
+    rows: list[tuple[str, Any]] = [("tsfm", __version__), ("model", args.model)]
+    problem = None
+    try:
+        rows += _model_rows(_load_model(args.model, args.device))
+    except CommandError as err:
+        problem = err
+        rows.append(("backbone", "(model not loaded)"))
+    rows += [
+        ("torch", torch.__version__),
+        ("cuda", _cuda_description(torch)),
+        ("mps", torch.backends.mps.is_available()),
+        ("backbones", ", ".join(_registered_backbones())),
+    ]
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _model_rows(model: Any) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = [
+        ("backbone", model.config.backbone),
+        ("parameters", f"{sum(p.numel() for p in model.parameters()):,}"),
+    ]
+    return rows + [(f"config.{key}", value) for key, value in model.config.to_dict().items()]
+
+
+def _cuda_description(torch: Any) -> str:
+    if not torch.cuda.is_available():
+        return "not available"
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return f"{len(names)} device(s): {', '.join(names)}"
+
+
+def _registered_backbones() -> list[str]:
+    try:
+        from tsfm.backbones import available_backbones
+    except ImportError:
+        return ["(backbone registry not available)"]
+    return list(available_backbones())
+
+
+@command(
+    "train",
+    "Pretrain a model from scratch on synthetic series (and real ones, if given); writes a checkpoint folder.",
+    arg("--backbone", default="xlstm[3:1]", help="registered backbone spec, e.g. xlstm[3:1], mamba2, gdn[neg_eigval]"),
+    arg("--preset", default="1M", help="scale preset: 1M, 3M, 10M, 40M or 80M (default: 1M)"),
+    arg("--out", type=Path, required=True, help="checkpoint folder to write"),
+    arg("--steps", type=int, default=1000, help="optimizer steps (default: 1000)"),
+    arg("--batch-size", type=int, default=64, help="windows per step (default: 64)"),
+    arg("--learning-rate", type=float, default=1e-3, help="peak AdamW learning rate (default: 1e-3)"),
+    arg("--warmup-steps", type=int, default=100, help="linear warm-up steps (default: 100)"),
+    arg("--context-length", type=int, default=512, help="training context in steps (default: 512)"),
+    arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
+    arg("--seed", type=int, default=0, help="random seed (default: 0)"),
+    arg("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)"),
+    arg("--precision", default="32-true", help="Lightning precision, e.g. 32-true or bf16-mixed"),
+    arg("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu"),
+)
+def train_command(args: argparse.Namespace) -> int:
+    """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
+    try:
+        from pipelines.train import TrainConfig, train
+    except ImportError as err:
+        raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
+    from tsfm.presets import preset_config
+
+    try:
+        model_config = preset_config(args.backbone, args.preset, context_length=args.context_length)
+        train_config = TrainConfig(
+            steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
+            warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
+            seed=args.seed, num_workers=args.num_workers, precision=args.precision,
+        )
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    path = train(model_config, train_config, args.out, accelerator=args.accelerator)
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Model configuration: one dataclass that fully describes a Forecaster, and the named scale presets.
+
+The config is what a checkpoint stores next to its weights (``config.json``), so every field must be plain JSON
+(ints, floats, strings, lists). Nothing here imports torch modules: building a model from a config is
+``tsfm.model.Forecaster(config)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to rebuild a Forecaster.
+
+    Attributes:
+        backbone: registered backbone spec, e.g. ``"xlstm[3:1]"``, ``"mamba2"``, ``"gdn"``, ``"gdn[neg_eigval]"``,
+            ``"transformer"``; the part in brackets is parsed by the backbone class itself.
+        d_model: token width inside the backbone.
+        n_layers: number of residual blocks (each block = mixer + gated FFN).
+        n_heads: heads of the sequence mixer (head dim = d_model // n_heads).
+        ffn_mult: hidden width of the gated FFN as a multiple of ``d_model`` (rounded up to a multiple of 16).
+        conv_kernel: width of the short causal depthwise convolution used by Mamba-2 and Gated DeltaNet.
+        chunk_size: chunk length handed to the chunkwise kernels (tokens, not time steps).
+        patch_size: time steps per token (DESIGN §2: 32).
+        quantile_levels: levels the head predicts, sorted, in (0, 1).
+        context_length: longest context (time steps) the model reads; longer inputs keep their last steps.
+        train_horizon_patches: output patches supervised in training beyond the context (so
+            ``train_horizon_patches - 1`` masked future tokens were seen); longer horizons extrapolate.
+        mlp_hidden_mult: hidden width of the residual-MLP patch embedding and quantile head, times ``d_model``.
+    """
+
+    backbone: str = "xlstm[3:1]"
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    ffn_mult: float = 2.0
+    conv_kernel: int = 4
+    chunk_size: int = 64
+    patch_size: int = 32
+    quantile_levels: tuple[float, ...] = DEFAULT_QUANTILE_LEVELS
+    context_length: int = 2048
+    train_horizon_patches: int = 4
+    mlp_hidden_mult: float = 2.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quantile_levels", tuple(float(q) for q in self.quantile_levels))
+        problems = []
+        for name in ("d_model", "n_layers", "n_heads", "conv_kernel", "chunk_size", "patch_size",
+                     "context_length", "train_horizon_patches"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.d_model, int) and isinstance(self.n_heads, int) and self.n_heads > 0 \
+                and self.d_model % self.n_heads:
+            problems.append(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        levels = self.quantile_levels
+        if not levels or any(not 0.0 < q < 1.0 for q in levels) or list(levels) != sorted(set(levels)):
+            problems.append(f"quantile_levels must be strictly increasing values in (0, 1), got {levels!r}")
+        if 0.5 not in levels:
+            problems.append("quantile_levels must contain 0.5 (the median is the point forecast)")
+        if problems:
+            raise ValueError("invalid ModelConfig: " + "; ".join(problems))
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def ffn_hidden(self) -> int:
+        return int(-(-self.ffn_mult * self.d_model // 16) * 16)
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["quantile_levels"] = list(self.quantile_levels)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown ModelConfig field(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)

@@ -1,0 +1,49 @@
+"""Quantile head and pinball loss (DESIGN §2.4-2.5).
+
+The head predicts, for every token, ``Q`` quantiles of each of the ``P`` steps of the next patch. Quantiles are
+left unsorted in training (the pinball loss needs no order) and sorted at inference so they never cross.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from tsfm.mlp import ResidualMLP
+
+
+class QuantileHead(nn.Module):
+    """``[B, N, d_model] -> [B, N, Q, P]``: quantiles of the patch after each token."""
+
+    def __init__(self, d_model: int, hidden_dim: int, num_quantiles: int, patch_size: int) -> None:
+        super().__init__()
+        self.num_quantiles = num_quantiles
+        self.patch_size = patch_size
+        self.mlp = ResidualMLP(d_model, hidden_dim, num_quantiles * patch_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        out = self.mlp(hidden)
+        return out.reshape(*hidden.shape[:-1], self.num_quantiles, self.patch_size)
+
+
+def pinball_loss(prediction: torch.Tensor, target: torch.Tensor, quantile_levels: Sequence[float]) -> torch.Tensor:
+    """Mean quantile loss over every step that has a target (NaN targets are skipped).
+
+    Args:
+        prediction: ``[..., Q, S]`` quantile predictions.
+        target: ``[..., S]`` true values, NaN where there is nothing to predict.
+        quantile_levels: the ``Q`` levels, in the order of ``prediction``'s quantile axis.
+    Returns:
+        A scalar: the pinball loss averaged over levels and over observed steps (0 when nothing is observed,
+        keeping the graph so a batch without targets does not break training).
+    """
+    levels = torch.as_tensor(quantile_levels, dtype=prediction.dtype, device=prediction.device)
+    levels = levels.reshape(-1, 1)
+    observed = ~torch.isnan(target)
+    filled = torch.where(observed, target, torch.zeros_like(target)).unsqueeze(-2)
+    error = filled - prediction
+    loss = torch.maximum(levels * error, (levels - 1) * error).mean(dim=-2)
+    weight = observed.to(loss.dtype)
+    return (loss * weight).sum() / weight.sum().clamp(min=1.0)

@@ -1,0 +1,124 @@
+"""The Forecaster: scale -> patch-embed -> backbone -> quantile head -> unscale (DESIGN §2).
+
+The pipeline is fixed; only the backbone varies, chosen by name from the registry. Token ``j``'s output forecasts
+patch ``j + 1``. To forecast ``H`` steps the model appends ``ceil(H / P) - 1`` fully masked tokens after the
+context and reads the last ``ceil(H / P)`` outputs: one causal pass, nothing fed back. Horizons longer than the
+``train_horizon_patches`` seen in training simply use more masked tokens; the model then extrapolates from the
+contiguous patch masking it was trained with, which is less accurate (``forecast.predict`` warns about it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from tsfm.backbones import build_backbone
+from tsfm.config import ModelConfig
+from tsfm.heads import QuantileHead, pinball_loss
+from tsfm.patching import PatchEmbedding, contiguous_patch_mask, patch_tokens, patchify
+from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
+
+
+class ForwardOutput(NamedTuple):
+    """Raw model output: quantiles of the next patch for every token, in scaled space, plus the scaling used."""
+
+    quantiles: torch.Tensor  # [B, N + M, Q, P]
+    scale: ScaleParams
+
+
+class Forecaster(nn.Module):
+    """A probabilistic forecaster over patches of ``config.patch_size`` steps with a pluggable backbone."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        hidden = int(config.mlp_hidden_mult * config.d_model)
+        self.embed = PatchEmbedding(config.patch_size, hidden, config.d_model)
+        self.backbone = build_backbone(config)
+        self.head = QuantileHead(config.d_model, hidden, len(config.quantile_levels), config.patch_size)
+
+    @property
+    def quantile_levels(self) -> tuple[float, ...]:
+        return self.config.quantile_levels
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def num_parameters(self) -> int:
+        """Every parameter: embedding, backbone, head, norms."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, context: torch.Tensor, num_future_tokens: int = 0) -> ForwardOutput:
+        """Run the pipeline once.
+
+        Args:
+            context: ``[B, T]`` raw values, NaN where missing (left padding included).
+            num_future_tokens: fully masked tokens appended after the context (``ceil(H / P) - 1`` for horizon H).
+        Returns:
+            ``ForwardOutput(quantiles [B, ceil(T/P) + num_future_tokens, Q, P], scale)``; output ``j`` forecasts
+            the patch after token ``j``.
+        """
+        if context.dim() != 2:
+            raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
+        scale = fit_scale(context)
+        patches = patchify(apply_scale(context, scale), self.config.patch_size)
+        if num_future_tokens > 0:
+            future = patches.new_full((patches.shape[0], num_future_tokens, self.config.patch_size), float("nan"))
+            patches = torch.cat([patches, future], dim=1)
+        hidden = self.backbone(self.embed(patch_tokens(patches)))
+        return ForwardOutput(self.head(hidden), scale)
+
+    @torch.no_grad()
+    def forecast(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+        """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``."""
+        if prediction_length <= 0:
+            raise ValueError(f"prediction_length must be positive, got {prediction_length}")
+        patch = self.config.patch_size
+        num_out = math.ceil(prediction_length / patch)
+        out = self(context.to(self.device, torch.float32), num_future_tokens=num_out - 1)
+        future = out.quantiles[:, -num_out:]  # [B, num_out, Q, P]
+        future = future.permute(0, 2, 1, 3).reshape(context.shape[0], len(self.quantile_levels), num_out * patch)
+        future = future[..., :prediction_length].sort(dim=1).values
+        return invert_scale(future, out.scale)
+
+    def training_loss(
+        self,
+        context: torch.Tensor,
+        target: torch.Tensor,
+        *,
+        mask_ratio: float = 0.0,
+        max_mask_run: int = 4,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Pinball loss of next-patch forecasts over the context and the future (DESIGN §2.5).
+
+        Args:
+            context: ``[B, T]`` with ``T`` a multiple of the patch size (left-padded with NaN by the sampler).
+            target: ``[B, H]`` the steps right after the context, NaN where unknown.
+            mask_ratio: fraction of context patches hidden in contiguous runs (contiguous patch masking).
+            max_mask_run: longest hidden run, in patches.
+        Every token's forecast of the following patch is scored wherever that patch has values, so the context
+        itself supervises next-patch prediction and the masked future tokens supervise the horizon. The scale is
+        fitted on what the model sees (hidden patches excluded), exactly as at inference.
+        """
+        patch = self.config.patch_size
+        if context.shape[-1] % patch:
+            raise ValueError(f"training context length must be a multiple of {patch}, got {context.shape[-1]}")
+        batch, num_ctx = context.shape[0], context.shape[-1] // patch
+        num_out_future = math.ceil(target.shape[-1] / patch)
+        visible = context
+        if mask_ratio > 0:
+            hidden_patches = contiguous_patch_mask(
+                batch, num_ctx, mask_ratio=mask_ratio, max_run=max_mask_run, generator=generator
+            ).to(context.device)
+            visible = context.masked_fill(hidden_patches.repeat_interleave(patch, dim=1), float("nan"))
+        out = self(visible, num_future_tokens=num_out_future - 1)
+        pad = num_out_future * patch - target.shape[-1]
+        future = torch.nn.functional.pad(target, (0, pad), value=float("nan"))
+        truth = apply_scale(torch.cat([context, future], dim=-1), out.scale)
+        truth = truth.reshape(batch, -1, patch)[:, 1:]  # the patch after each token
+        return pinball_loss(out.quantiles, truth, self.quantile_levels)
