@@ -6,13 +6,16 @@ outputs have the dtype of the value input. The ``*_step`` functions process one 
 ``*_init_state`` functions build a fresh state. Arguments are checked first and bad shapes raise a ``ValueError``
 that names the argument.
 
-Dispatch: :func:`_use_triton` is the single point that will route CUDA tensors to Triton kernels; for now it always
-says no and every device runs the reference chunkwise form (sLSTM: the recurrent form, its only form). This module
-knows nothing of time series.
+Dispatch: :func:`_use_triton` is the single point that routes CUDA tensors to the Triton kernels of
+:mod:`kernels.triton` (imported only then); CPU tensors, float64 inputs and ops without kernels yet run the reference
+chunkwise form (sLSTM: the recurrent form, its only form). This module knows nothing of time series.
 """
 
 from __future__ import annotations
 
+import importlib.util
+
+import torch
 from torch import Tensor
 
 from kernels._validate import ShapeChecker, check_chunk_size
@@ -46,17 +49,23 @@ _MLSTM_STATE = ("B H K V", "B H K", "B H")
 _SLSTM_STATE = ("B H D", "B H D", "B H D", "B H D")
 
 
-def _use_triton(t: Tensor) -> bool:
-    """Whether the op should run a Triton kernel for tensors like ``t``: the one dispatch point of this module.
+_TRITON_OPS = frozenset({"mlstm", "slstm"})
+"""Ops that have Triton kernels; the others run the reference on every device."""
 
-    Always ``False`` for now: there are no Triton kernels yet, so every device (CPU and CUDA) runs the reference
-    chunkwise PyTorch form. The Triton kernels will turn this on for CUDA tensors.
+
+def _use_triton(t: Tensor, op: str = "mlstm") -> bool:
+    """Whether ``op`` should run its Triton kernels for tensors like ``t``: the one dispatch point of this module.
+
+    Yes for CUDA tensors in bf16, fp16 or fp32 when ``op`` has kernels and Triton imports; CPU tensors (and float64
+    inputs, which the kernels do not take) always run the reference PyTorch form.
 
     Args:
-        t: a representative input of the op (its device decides).
+        t: a representative input of the op (its device and dtype decide).
+        op: the op's name (``"mlstm"``, ``"ssd"``, ``"gated_delta_rule"``, ``"slstm"``).
     """
-    del t
-    return False
+    if not t.is_cuda or t.dtype not in (torch.bfloat16, torch.float16, torch.float32) or op not in _TRITON_OPS:
+        return False
+    return importlib.util.find_spec("triton") is not None
 
 
 def _no_triton_yet(op: str) -> NotImplementedError:
@@ -108,8 +117,20 @@ def mlstm(
     check.state("initial_state", initial_state, _MLSTM_STATE)
     check.at_least_one("T")
     check_chunk_size("mlstm", chunk_size)
-    if _use_triton(q):
-        raise _no_triton_yet("mlstm")
+    if _use_triton(q, "mlstm"):
+        from kernels.triton.mlstm import mlstm_chunk
+
+        return mlstm_chunk(
+            q,
+            k,
+            v,
+            i,
+            f,
+            scale=scale,
+            initial_state=initial_state,
+            output_final_state=output_final_state,
+            chunk_size=chunk_size,
+        )
     return _mlstm.mlstm_chunkwise(
         q,
         k,
@@ -147,6 +168,10 @@ def mlstm_step(
     check.tensor("i", i, "B H")
     check.tensor("f", f, "B H")
     check.state("state", state, _MLSTM_STATE, allow_none=False)
+    if _use_triton(q, "mlstm"):
+        from kernels.triton.mlstm import mlstm_step as triton_mlstm_step
+
+        return triton_mlstm_step(q, k, v, i, f, state, scale=scale)
     return _mlstm.mlstm_step(q, k, v, i, f, state, scale=scale)
 
 
@@ -192,7 +217,7 @@ def ssd(
     check.state("initial_state", initial_state, ("B H N P",))
     check.at_least_one("T")
     check_chunk_size("ssd", chunk_size)
-    if _use_triton(x):
+    if _use_triton(x, "ssd"):
         raise _no_triton_yet("ssd")
     return _ssd.ssd_chunkwise(
         x, dt, A, B, C, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size
@@ -268,7 +293,7 @@ def gated_delta_rule(
     check.state("initial_state", initial_state, ("B H K V",))
     check.at_least_one("T")
     check_chunk_size("gated_delta_rule", chunk_size)
-    if _use_triton(q):
+    if _use_triton(q, "gated_delta_rule"):
         raise _no_triton_yet("gated_delta_rule")
     return _gated_delta.gated_delta_rule_chunkwise(
         q,
@@ -340,8 +365,10 @@ def slstm(
     check.tensor("R", R, "H 4 D D")
     check.state("initial_state", initial_state, _SLSTM_STATE)
     check.at_least_one("T")
-    if _use_triton(x_gates):
-        raise _no_triton_yet("slstm")
+    if _use_triton(x_gates, "slstm") and x_gates.shape[-1] <= 64:  # wider R does not fit in shared memory yet
+        from kernels.triton.slstm import slstm_fused
+
+        return slstm_fused(x_gates, R, initial_state=initial_state, output_final_state=output_final_state)
     return _slstm.slstm_recurrent(x_gates, R, initial_state=initial_state, output_final_state=output_final_state)
 
 
@@ -360,4 +387,8 @@ def slstm_step(x_gates_t: Tensor, R: Tensor, state: SLSTMState) -> tuple[Tensor,
     check.tensor("x_gates_t", x_gates_t, "B H 4 D")
     check.tensor("R", R, "H 4 D D")
     check.state("state", state, _SLSTM_STATE, allow_none=False)
+    if _use_triton(x_gates_t, "slstm") and x_gates_t.shape[-1] <= 64:
+        from kernels.triton.slstm import slstm_step as triton_slstm_step
+
+        return triton_slstm_step(x_gates_t, R, state)
     return _slstm.slstm_step(x_gates_t, R, state)

@@ -80,7 +80,9 @@ def read_checkpoint_config(path: str | os.PathLike[str]) -> tuple[ModelConfig, d
     """Parse and validate ``config.json`` -> ``(ModelConfig, training provenance)``."""
     config_path = Path(path) / CONFIG_FILE
     if not config_path.is_file():
-        raise CheckpointError(f"{config_path} not found: a tsfm checkpoint folder holds {CONFIG_FILE} and {WEIGHTS_FILE}")
+        raise CheckpointError(
+            f"{config_path} not found: a tsfm checkpoint folder holds {CONFIG_FILE} and {WEIGHTS_FILE}"
+        )
     try:
         payload = json.loads(config_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:

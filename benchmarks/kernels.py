@@ -1,0 +1,310 @@
+"""Check and time our Triton sequence-mixer kernels on a GPU, side by side with our PyTorch reference.
+
+One run does, for each op that has Triton kernels:
+
+1. **Check** (bf16 and fp32 inputs, fp32 states): outputs, final states and the gradients of every input and of the
+   initial state against the float64 reference on the CPU, by relative L2 error; bf16 must be within 1e-2, fp32
+   within 1e-3, and nothing may be NaN.
+2. **Time** at the TSFM shapes ``(B, T, H, D)`` with bf16 inputs: forward, and forward + backward, median of
+   ``triton.testing.do_bench``; tokens/s; peak memory; the byte/FLOP floor (METHOD.md: bytes read and written once
+   over the copy bandwidth measured in this run, FLOPs over the bf16 matrix rate measured in this run) and the
+   fraction of it reached. Our PyTorch reference (``kernels.reference``, chunkwise; sLSTM: its loop) runs beside it.
+
+The public peers (FLA, mlstm_kernels, mamba_ssm, flashrnn) are timed by ``../shared/tools/peer_kernels_bench.py``;
+``--peers DIR`` runs its driver from ``DIR`` (a copy in the git-ignored ``.peer/``) in the same call.
+
+Usage (repository root, on the GPU machine)::
+
+    PYTHONUNBUFFERED=1 python3 benchmarks/kernels.py [--ops mlstm,slstm] [--shapes all|small] [--out $OUT]
+
+Writes ``kernels.jsonl`` and ``kernels.md`` to ``--out`` (default ``$OUT`` or ``/tmp``) and prints the table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels import reference
+from kernels.triton.testing import compare
+
+SHAPES = [(1024, 64, 4, 64), (256, 256, 8, 64), (64, 1024, 8, 64), (128, 512, 4, 128), (8, 8192, 8, 64)]
+TOL = {torch.bfloat16: 1e-2, torch.float32: 1e-3}
+
+
+@dataclass
+class Op:
+    """One mixer: how to make its inputs, its Triton entry point, its reference, and its byte/FLOP counts.
+
+    Args:
+        name: the op's name.
+        make: ``(B, T, H, D, dtype, device) -> (args, initial_state)``; args are leaves that require grad.
+        triton: the Triton sequence form (``form(*args, initial_state=, output_final_state=)``).
+        reference: the PyTorch reference sequence form (chunkwise where there is one).
+        spec: the float64 reference for the check (recurrent or chunkwise; they agree to 1e-10).
+        differentiable_state: per state tensor, whether it has a gradient.
+        bytes_fwd: ``(B, T, H, D) -> bytes`` the forward must read and write at least (bf16 tensors, fp32 gates).
+        flops_fwd: ``(B, T, H, D) -> FLOPs`` of the forward at chunk 64.
+        check_shapes: ``(B, T, H, D, with_state)`` for the correctness check.
+        shapes: ``(B, T, H, D)`` to time (sLSTM: ``D = 128`` does not fit on chip yet; flashrnn's grid added).
+        reference_max_tokens_per_row: skip timing the reference past this ``T`` (the sLSTM loop is minutes there).
+    """
+
+    name: str
+    make: Callable
+    triton: Callable
+    reference: Callable
+    spec: Callable
+    differentiable_state: tuple[bool, ...]
+    bytes_fwd: Callable[[int, int, int, int], float]
+    flops_fwd: Callable[[int, int, int, int], float]
+    check_shapes: tuple[tuple[int, int, int, int, bool], ...] = ((2, 300, 4, 64, True), (3, 64, 2, 128, False))
+    shapes: tuple[tuple[int, int, int, int], ...] = tuple(SHAPES)
+    reference_max_tokens_per_row: int = 1 << 30
+
+
+def _mlstm_make(b, t, h, d, dtype, device, with_state=False):
+    q, k, v = (torch.randn(b, t, h, d, device=device, dtype=dtype) for _ in range(3))
+    i = 3 * torch.randn(b, t, h, device=device)
+    f = 2 + 2 * torch.randn(b, t, h, device=device)
+    state = None
+    if with_state:
+        state = (
+            torch.randn(b, h, d, d, device=device),
+            torch.randn(b, h, d, device=device),
+            torch.randn(b, h, device=device),
+        )
+    return [q, k, v, i.to(dtype), f.to(dtype)], state
+
+
+def _mlstm_triton(*args, **kwargs):
+    from kernels.triton.mlstm import mlstm_chunk
+
+    return mlstm_chunk(*args, **kwargs)
+
+
+def _chunk_flops(b, t, h, d, chunk=64):
+    # per chunk of L tokens: q k^T and P v (2 L^2 D each, causal half counted whole), q C and k^T v (2 L D^2 each)
+    return b * h * t * (4 * chunk * d + 4 * d * d)
+
+
+def _slstm_make(b, t, h, d, dtype, device, with_state=False):
+    x_gates = 2 * torch.randn(b, t, h, 4, d, device=device)
+    R = 0.1 * torch.randn(h, 4, d, d, device=device)
+    state = None
+    if with_state:
+        state = (
+            torch.tanh(torch.randn(b, h, d, device=device)),
+            torch.randn(b, h, d, device=device),
+            torch.rand(b, h, d, device=device) + 1,
+            torch.randn(b, h, d, device=device),
+        )
+    return [x_gates.to(dtype), R.to(dtype)], state
+
+
+def _slstm_triton(*args, **kwargs):
+    from kernels.triton.slstm import slstm_fused
+
+    return slstm_fused(*args, **kwargs)
+
+
+OPS = {
+    "mlstm": Op(
+        name="mlstm",
+        make=_mlstm_make,
+        triton=_mlstm_triton,
+        reference=reference.mlstm_chunkwise,
+        spec=reference.mlstm_chunkwise,
+        differentiable_state=(True, True, False),
+        bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2 * 2),
+        flops_fwd=_chunk_flops,
+    ),
+    "slstm": Op(
+        name="slstm",
+        make=_slstm_make,
+        triton=_slstm_triton,
+        reference=reference.slstm_recurrent,
+        spec=reference.slstm_recurrent,
+        differentiable_state=(True, True, True, False),
+        bytes_fwd=lambda b, t, h, d: b * t * h * 5 * d * 2,
+        flops_fwd=lambda b, t, h, d: b * t * h * 8 * d * d,
+        check_shapes=((2, 50, 4, 64, True), (20, 33, 2, 32, False)),
+        shapes=(
+            (1024, 64, 4, 64),
+            (256, 256, 8, 64),
+            (64, 1024, 8, 64),
+            (8, 8192, 8, 64),
+            (256, 64, 4, 64),
+            (64, 512, 8, 64),
+        ),
+        reference_max_tokens_per_row=1024,
+    ),
+}
+
+
+def check(op: Op, device: str) -> list[dict]:
+    """Relative errors of the Triton op against the float64 reference (CPU) in bf16 and fp32."""
+    rows = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for b, t, h, d, with_state in op.check_shapes:
+            torch.manual_seed(b * t + d)
+            args, state = op.make(b, t, h, d, torch.float32, device, with_state=with_state)
+            errors = compare(
+                op.triton,
+                op.spec,
+                args,
+                state,
+                dtype=dtype,
+                differentiable_state=op.differentiable_state,
+            )
+            worst = max(errors.values())
+            ok = worst <= TOL[dtype] and not math.isnan(worst)
+            rows.append(
+                dict(op=op.name, dtype=str(dtype).split(".")[-1], shape=[b, t, h, d], state=with_state, ok=ok)
+                | {k: float(f"{e:.2e}") for k, e in errors.items()}
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def _bench(fn: Callable, grad_to_none: list | None = None) -> float:
+    import triton
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median", grad_to_none=grad_to_none)
+
+
+def time_op(op: Op, form_name: str, form: Callable, shape: tuple[int, int, int, int], device: str) -> dict:
+    """Median forward and forward+backward times of one form at one shape, bf16 inputs."""
+    b, t, h, d = shape
+    torch.manual_seed(0)
+    args, _ = op.make(b, t, h, d, torch.bfloat16, device)
+    args = [a.requires_grad_() for a in args]
+    row = dict(op=op.name, impl=form_name, shape=list(shape))
+    try:
+
+        def fwd():
+            return form(*args)[0]
+
+        out = fwd()
+        dout = torch.randn_like(out)
+
+        def fwd_bwd():
+            form(*args)[0].backward(dout)
+
+        with torch.no_grad():
+            fwd_ms = _bench(fwd)
+        fwd_bwd()
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fwd_bwd()
+        torch.cuda.synchronize()
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+        fb_ms = _bench(fwd_bwd, grad_to_none=args)
+        row |= dict(fwd_ms=fwd_ms, fwdbwd_ms=fb_ms, peak_mib=peak, tok_s_fwd=b * t / fwd_ms * 1e3)
+        row["tok_s_fwdbwd"] = b * t / fb_ms * 1e3
+    except Exception as e:  # a failing form is a row of the table, not the end of the run
+        row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def ceilings(device: str) -> tuple[float, float]:
+    """Copy bandwidth (bytes read + written per second) and bf16 matrix rate (FLOP/s), measured here."""
+    x = torch.empty(2**30, dtype=torch.uint8, device=device)
+    y = torch.empty_like(x)
+    ms = _bench(lambda: y.copy_(x))
+    bandwidth = 2 * x.numel() / ms * 1e3
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    ms = _bench(lambda: a @ a)
+    return bandwidth, 2 * 8192**3 / ms * 1e3
+
+
+def table(rows: list[dict], ref_rows: dict) -> str:
+    lines = [
+        "| op | B,T,H,D | impl | fwd ms | fwd+bwd ms | tok/s fwd | tok/s fwd+bwd | peak MiB | floor fwd ms "
+        "| floor frac fwd | x ref fwd | x ref fwd+bwd |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        shape = ",".join(map(str, r["shape"]))
+        if "error" in r:
+            lines.append(f"| {r['op']} | {shape} | {r['impl']} | {r['error'][:60]} |||||||||")
+            continue
+        ref = ref_rows.get((r["op"], tuple(r["shape"])), {})
+        sp_f = ref.get("fwd_ms", float("nan")) / r["fwd_ms"]
+        sp_b = ref.get("fwdbwd_ms", float("nan")) / r["fwdbwd_ms"]
+        lines.append(
+            f"| {r['op']} | {shape} | {r['impl']} | {r['fwd_ms']:.3f} | {r['fwdbwd_ms']:.3f} | {r['tok_s_fwd']:.3g} "
+            f"| {r['tok_s_fwdbwd']:.3g} | {r['peak_mib']:.0f} | {r['floor_ms']:.3f} | {r['floor_frac']:.2f} "
+            f"| {sp_f:.1f} | {sp_b:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--shapes", default="all", choices=["all", "small"])
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+    parser.add_argument("--no-reference", action="store_true", help="skip timing the PyTorch reference")
+    parser.add_argument("--no-check", action="store_true")
+    parser.add_argument("--peers", default="", help="folder holding peer_kernels_driver.sh to run after ours")
+    opts = parser.parse_args()
+    device = "cuda"
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    import triton
+
+    header = f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}"
+    print(header, flush=True)
+    bandwidth, flop_rate = ceilings(device)
+    print(f"copy {bandwidth / 1e12:.2f} TB/s, bf16 matmul {flop_rate / 1e12:.0f} TFLOP/s", flush=True)
+    checks, rows, ref_rows = [], [], {}
+    for name in opts.ops.split(","):
+        op = OPS[name]
+        if not opts.no_check:
+            checks += check(op, device)
+        for shape in op.shapes if opts.shapes == "all" else op.shapes[:2]:
+            row = time_op(op, "triton", op.triton, shape, device)
+            floor = max(op.bytes_fwd(*shape) / bandwidth, op.flops_fwd(*shape) / flop_rate) * 1e3
+            row |= dict(floor_ms=floor, floor_frac=floor / row.get("fwd_ms", float("inf")))
+            rows.append(row)
+            if not opts.no_reference and shape[1] <= op.reference_max_tokens_per_row:
+                ref = time_op(op, "reference", op.reference, shape, device)
+                ref |= dict(floor_ms=floor, floor_frac=floor / ref.get("fwd_ms", float("inf")))
+                rows.append(ref)
+                if "error" not in ref:
+                    ref_rows[(name, shape)] = ref
+        torch.cuda.empty_cache()
+    with open(out / "kernels.jsonl", "w") as fh:
+        for r in checks + rows:
+            fh.write(json.dumps(r) + "\n")
+    if opts.peers:
+        subprocess.run(["bash", str(Path(opts.peers) / "peer_kernels_driver.sh")], check=False)
+    failed = [c for c in checks if not c["ok"]]
+    check_lines = [
+        f"check: {len(checks) - len(failed)}/{len(checks)} within tolerance (bf16 1e-2, fp32 1e-3, rel L2, "
+        "outputs + states + all gradients vs float64)"
+    ]
+    check_lines += [f"  FAILED {json.dumps(c)}" for c in failed]
+    text = "\n".join([header, *check_lines, "", table(rows, ref_rows), "", f"elapsed {time.time() - start:.0f} s"])
+    (out / "kernels.md").write_text(text + "\n")
+    print("\n" + text)
+
+
+if __name__ == "__main__":
+    main()

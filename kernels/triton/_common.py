@@ -1,0 +1,61 @@
+"""Helpers shared by the Triton ops: block sizes, chunk sizes and the dot precision for an input dtype.
+
+Nothing here launches a kernel. The Triton ops run on CUDA tensors, and on CPU tensors under ``TRITON_INTERPRET=1``
+(the CI path); they never call CUDA APIs themselves, so both work.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+import triton
+
+
+def _patch_interpreter_index() -> None:
+    """Let ``range(n)`` take a run-time scalar under Triton 3.6's interpreter with numpy >= 2.
+
+    The interpreter holds kernel scalars as 1-element arrays and turns them into loop bounds with ``int(array)``,
+    which numpy 2 refuses for arrays of one dimension ("only 0-dimensional arrays can be converted to Python
+    scalars"). We re-register ``__index__`` to read the one element. Only the interpreter is touched; compiled
+    kernels never see this. Without it the pair (triton 3.6, numpy 2.x) cannot run a loop over chunks.
+    """
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "_tsfm_index_patch", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    patched._tsfm_index_patch = True
+    interpreter._patch_lang_tensor = patched
+
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    _patch_interpreter_index()
+
+
+def block(n: int, minimum: int = 16) -> int:
+    """A power-of-two block covering ``n`` elements, at least ``minimum`` (``tl.dot`` needs dims >= 16 on GPUs)."""
+    return max(minimum, triton.next_power_of_2(n))
+
+
+def chunk_block(length: int, chunk_size: int) -> int:
+    """Tokens per chunk of a chunkwise kernel: ``chunk_size`` rounded to a power of two in ``[16, 128]``, no larger
+    than the sequence needs. The chunkwise forms give the same result for any chunk size, so rounding is safe."""
+    return min(block(min(max(chunk_size, 16), 128)), block(length))
+
+
+def dot_precision(dtype: torch.dtype) -> str:
+    """``tl.dot`` precision: ``"ieee"`` for float32 inputs (full float32 products), ``"tf32"`` for bf16/fp16 inputs
+    (their mantissa is shorter than tf32's, so the matrix units lose nothing that the inputs had)."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def contiguous(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors made contiguous (kernels index them with their dense strides)."""
+    return [t.contiguous() for t in tensors]
