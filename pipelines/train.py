@@ -131,16 +131,43 @@ class MixedStream(torch.utils.data.IterableDataset):
             yield next(synthetic if use_synthetic else real)
 
 
+def load_real_series(root: str | os.PathLike[str], *, min_length: int = 64) -> tuple[list[np.ndarray], np.ndarray]:
+    """Every univariate series (multivariate targets split per variate) of a GIFT-Eval-format root, with weights.
+
+    Weights give each dataset the same total share, so a corpus with one huge and many small sets is not
+    dominated by the huge one. Series with fewer than ``min_length`` observed steps are dropped.
+    Returns ``(series, weights)``.
+    """
+    from pipelines.data.gift_format import read_root
+
+    series: list[np.ndarray] = []
+    weights: list[float] = []
+    for _, entries in sorted(read_root(root).items()):
+        kept = []
+        for entry in entries:
+            target = np.asarray(entry["target"], dtype=np.float32)
+            for variate in target.reshape(-1, target.shape[-1]):
+                if np.isfinite(variate).sum() >= min_length:
+                    kept.append(variate)
+        series += kept
+        weights += [1.0 / len(kept)] * len(kept) if kept else []
+    if not series:
+        raise ValueError(f"no series with at least {min_length} observed steps under {root}")
+    return series, np.asarray(weights)
+
+
 def make_dataloader(model_config: ModelConfig, train_config: TrainConfig,
-                    real_series: Sequence[np.ndarray] = ()) -> DataLoader:
+                    real_series: Sequence[np.ndarray] = (), real_weights: np.ndarray | None = None) -> DataLoader:
     """Windows of ``context_length`` + ``train_horizon_patches * patch_size`` steps from synthetic and real data."""
     prediction_length = model_config.train_horizon_patches * model_config.patch_size
     common = dict(context_length=train_config.context_length, prediction_length=prediction_length,
                   patch_size=model_config.patch_size)
     synthetic = None
-    if train_config.synthetic_fraction > 0 or not real_series:
+    if train_config.synthetic_fraction > 0 or not len(real_series):
         synthetic = SyntheticStream(**common, pool_size=train_config.synthetic_pool, seed=train_config.seed)
-    real = WindowSampler(list(real_series), **common, seed=train_config.seed + 1) if real_series else None
+    real = None
+    if len(real_series):
+        real = WindowSampler(list(real_series), **common, seed=train_config.seed + 1, weights=real_weights)
     fraction = train_config.synthetic_fraction if real is not None else 1.0
     stream = MixedStream(synthetic, real, fraction, train_config.seed)
     return DataLoader(stream, batch_size=train_config.batch_size, num_workers=train_config.num_workers)
@@ -152,6 +179,7 @@ def train(
     out_dir: str | os.PathLike[str],
     *,
     real_series: Sequence[np.ndarray] = (),
+    real_weights: np.ndarray | None = None,
     data_description: str = "synthetic",
     accelerator: str = "auto",
     progress: bool = True,
@@ -159,7 +187,7 @@ def train(
     """Train a Forecaster from scratch and write its checkpoint to ``out_dir``; returns the folder."""
     L.seed_everything(train_config.seed, workers=True, verbose=False)
     module = ForecasterModule(model_config, train_config)
-    loader = make_dataloader(model_config, train_config, real_series)
+    loader = make_dataloader(model_config, train_config, real_series, real_weights)
     trainer = L.Trainer(
         max_steps=train_config.steps,
         accelerator=accelerator,

@@ -268,10 +268,8 @@ def _cuda_description(torch: Any) -> str:
 
 
 def _registered_backbones() -> list[str]:
-    try:
-        from tsfm.backbones import available_backbones
-    except ImportError:
-        return ["(backbone registry not available)"]
+    from tsfm.backbones import available_backbones
+
     return list(available_backbones())
 
 
@@ -287,6 +285,10 @@ def _registered_backbones() -> list[str]:
     arg("--warmup-steps", type=int, default=100, help="linear warm-up steps (default: 100)"),
     arg("--context-length", type=int, default=512, help="training context in steps (default: 512)"),
     arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
+    arg("--real-data", type=Path, default=None,
+        help="GIFT-Eval-format root of real series to mix in (e.g. from `tsfm data build-pretrain`)"),
+    arg("--synthetic-fraction", type=float, default=None,
+        help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
     arg("--seed", type=int, default=0, help="random seed (default: 0)"),
     arg("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)"),
     arg("--precision", default="32-true", help="Lightning precision, e.g. 32-true or bf16-mixed"),
@@ -300,18 +302,147 @@ def train_command(args: argparse.Namespace) -> int:
         raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
     from tsfm.presets import preset_config
 
+    real_series, real_weights, description = (), None, "synthetic (KernelSynth + structured generators)"
+    if args.real_data is not None:
+        from pipelines.train import load_real_series
+
+        try:
+            real_series, real_weights = load_real_series(args.real_data)
+        except (OSError, ValueError) as err:
+            raise CommandError(f"--real-data {args.real_data}: {err}") from None
+        description = f"synthetic + {len(real_series)} real series from {args.real_data}"
+    fraction = args.synthetic_fraction if args.synthetic_fraction is not None else (
+        1.0 if args.real_data is None else 0.5)
     try:
         model_config = preset_config(args.backbone, args.preset, context_length=args.context_length)
         train_config = TrainConfig(
             steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
-            seed=args.seed, num_workers=args.num_workers, precision=args.precision,
+            seed=args.seed, num_workers=args.num_workers, precision=args.precision, synthetic_fraction=fraction,
         )
     except ValueError as err:
         raise CommandError(str(err)) from None
-    path = train(model_config, train_config, args.out, accelerator=args.accelerator)
+    path = train(model_config, train_config, args.out, real_series=real_series, real_weights=real_weights,
+                 data_description=description, accelerator=args.accelerator)
     print(f"wrote {path}")
     return EXIT_OK
+
+
+@command(
+    "serve",
+    "Run the REST forecasting service (FastAPI + uvicorn); limits and the API key come from TSFM_* variables.",
+    arg("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback only)"),
+    arg("--port", type=int, default=8000, help="port (default: 8000)"),
+    arg("--model", default=None, help="'default' (shipped with tsfm) or a checkpoint folder (default: $TSFM_MODEL "
+        "or 'default')"),
+    arg("--workers", type=int, default=1, help="uvicorn worker processes, each with its own model (default: 1)"),
+    arg("--log-level", default="info", help="uvicorn log level: debug, info, warning, error (default: info)"),
+)
+def serve_command(args: argparse.Namespace) -> int:
+    """The service lives in ``serving`` (it needs the ``serve`` extra); the CLI only parses and hands over."""
+    try:
+        from serving.server import run
+    except ImportError as err:
+        raise CommandError(f"serving needs the serve extra (pip install 'tsfm[serve]'): {err}") from None
+    if args.workers < 1:
+        raise CommandError(f"--workers must be at least 1, got {args.workers}")
+    try:
+        run(host=args.host, port=args.port, model=args.model, workers=args.workers, log_level=args.log_level)
+    except ValueError as err:  # a bad checkpoint (CheckpointError) or TSFM_* variable (pydantic ValidationError)
+        raise CommandError(str(err)) from None
+    return EXIT_OK
+
+
+def _command_line() -> str | None:
+    """The command as typed, for results files (None when called in-process, e.g. from tests)."""
+    return " ".join(["tsfm", *sys.argv[1:]]) if sys.argv and Path(sys.argv[0]).name == "tsfm" else None
+
+
+@command(
+    "evaluate",
+    "Score models on a benchmark with GIFT-Eval's protocol; writes OUT/<model>/all_results.csv and run.json.",
+    arg("--model", nargs="+", default=["default"], metavar="MODEL",
+        help="'default', a checkpoint folder, or a baseline: naive, seasonal_naive, auto_ets, auto_arima, auto_theta"),
+    arg("--benchmark", type=Path, required=True,
+        help="benchmark root: built by `tsfm data build-benchmark`, or a GIFT-Eval download"),
+    arg("--configs", nargs="+", default=None, metavar="CONFIG",
+        help="result keys (m4_hourly/H/short) or dataset folders (ett1/H); default: all"),
+    arg("--out", type=Path, default=None, help="results folder (default: print the summary only)"),
+    arg("--batch-size", type=int, default=256, help="series per forward pass of tsfm models (default: 256)"),
+    arg("--n-jobs", type=int, default=1, help="processes for the statsforecast baselines (default: 1)"),
+    DEVICE_ARG,
+    arg("--quiet", action="store_true", help="no progress bars"),
+)
+def evaluate_command(args: argparse.Namespace) -> int:
+    """The protocol lives in ``pipelines.evaluate`` (it needs the ``eval`` extra); the CLI parses and prints."""
+    try:
+        from pipelines.evaluate import EvaluationError, evaluate, format_summary
+    except ImportError as err:
+        raise CommandError(f"evaluation needs the eval extra (pip install 'tsfm[eval]'): {err}") from None
+    try:
+        report = evaluate(
+            args.model, args.benchmark, configs=args.configs, out=args.out, batch_size=args.batch_size,
+            n_jobs=args.n_jobs, device=args.device, progress=not args.quiet, command=_command_line(),
+        )
+    except EvaluationError as err:
+        raise CommandError(str(err)) from None
+    print(format_summary(report))
+    if args.out is not None:
+        print(f"wrote {', '.join(str(args.out / name) for name in report)}")
+    return EXIT_OK
+
+
+@command(
+    "report",
+    "Markdown tables, normalised geometric means, win rates and plots from `tsfm evaluate` results.",
+    arg("--results", nargs="+", type=Path, required=True, metavar="PATH",
+        help="all_results.csv files or folders holding them (one per model)"),
+    arg("--out", type=Path, default=Path("reports"), help="folder for the report and plots (default: reports)"),
+    arg("--name", default="report", help="file name stem: OUT/NAME.md, OUT/NAME_*.png (default: report)"),
+    arg("--benchmark", type=Path, default=None, help="benchmark root, to plot forecast examples"),
+    arg("--example-models", nargs="+", default=None, metavar="MODEL",
+        help="models drawn in the forecast examples (default: the best baseline and the tsfm models)"),
+    arg("--title", default=None, help="report title (default: '<NAME> report')"),
+    DEVICE_ARG,
+)
+def report_command(args: argparse.Namespace) -> int:
+    try:
+        from pipelines.evaluate import EvaluationError
+        from pipelines.report import write_report
+    except ImportError as err:
+        raise CommandError(f"reports need the eval extra (pip install 'tsfm[eval]'): {err}") from None
+    try:
+        written = write_report(
+            args.results, args.out, name=args.name, benchmark=args.benchmark, example_models=args.example_models,
+            device=args.device, title=args.title, command=_command_line(),
+        )
+    except EvaluationError as err:
+        raise CommandError(str(err)) from None
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+@command(
+    "data",
+    "Build GIFT-Eval-format data: the offline zero-shot benchmark, or the real pretraining corpus (disjoint).",
+    arg("action", choices=("build-benchmark", "build-pretrain"), help="what to build"),
+    arg("--out", type=Path, required=True, help="output folder (created; datasets in it are replaced)"),
+    arg("--shared-dir", default=None, help="shared folder holding data/raw (default: $TSFM_SHARED_DIR or ../shared)"),
+    arg("--datasets", nargs="+", default=None, metavar="NAME", help="build only these datasets"),
+    arg("--quiet", action="store_true", help="no progress bar"),
+)
+def data_command(args: argparse.Namespace) -> int:
+    """The same sub-commands as ``python -m pipelines.data``, reached through its own argparse wiring."""
+    from pipelines.data.__main__ import add_data_commands
+
+    parser = argparse.ArgumentParser(prog="tsfm data")
+    add_data_commands(parser.add_subparsers(dest="action", required=True))
+    run = parser.parse_args([args.action, "--out", str(args.out)]).func
+    try:
+        return int(run(args))
+    except (ValueError, KeyError) as err:  # unknown dataset names, unreadable sources
+        raise CommandError(str(err).strip("'\"")) from None
 
 
 if __name__ == "__main__":
