@@ -104,7 +104,7 @@ def main() -> None:
         print(f"{spec}: {rows[-1]['series_per_s']:.1f} series/s", file=sys.stderr)
     fastest = max(r["series_per_s"] for r in rows)
     lines = [
-        f"| backbone (10M) | params | series/s | relative | seconds | peak RSS MiB |",
+        "| backbone (10M) | params | series/s | relative | seconds | peak RSS MiB |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:

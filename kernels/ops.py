@@ -13,7 +13,10 @@ chunkwise form (sLSTM: the recurrent form, its only form). This module knows not
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -52,6 +55,22 @@ _SLSTM_STATE = ("B H D", "B H D", "B H D", "B H D")
 _TRITON_OPS = frozenset({"mlstm", "slstm"})
 """Ops that have Triton kernels; the others run the reference on every device."""
 
+_force_reference = os.environ.get("TSFM_KERNELS", "").lower() == "reference"
+
+
+@contextlib.contextmanager
+def reference_kernels() -> Iterator[None]:
+    """Run every op on its PyTorch reference form inside this block, on any device (for comparisons and debugging).
+
+    Setting the environment variable ``TSFM_KERNELS=reference`` does the same for the whole process.
+    """
+    global _force_reference
+    previous, _force_reference = _force_reference, True
+    try:
+        yield
+    finally:
+        _force_reference = previous
+
 
 def _use_triton(t: Tensor, op: str = "mlstm") -> bool:
     """Whether ``op`` should run its Triton kernels for tensors like ``t``: the one dispatch point of this module.
@@ -63,7 +82,9 @@ def _use_triton(t: Tensor, op: str = "mlstm") -> bool:
         t: a representative input of the op (its device and dtype decide).
         op: the op's name (``"mlstm"``, ``"ssd"``, ``"gated_delta_rule"``, ``"slstm"``).
     """
-    if not t.is_cuda or t.dtype not in (torch.bfloat16, torch.float16, torch.float32) or op not in _TRITON_OPS:
+    if _force_reference or not t.is_cuda or op not in _TRITON_OPS:
+        return False
+    if t.dtype not in (torch.bfloat16, torch.float16, torch.float32):
         return False
     return importlib.util.find_spec("triton") is not None
 

@@ -1,0 +1,101 @@
+"""End-to-end training speed on a GPU: optimizer steps per second of the full Forecaster, Triton vs reference ops.
+
+For each backbone at the 10M and 80M presets: bf16 autocast, AdamW, a batch of 256 windows (context 512, horizon
+128 = the default training shape, so 16 context tokens + 3 masked future tokens), random-walk data (speed does not
+depend on values). xLSTM backbones run twice: with our Triton kernels and with the PyTorch reference ops
+(``kernels.ops.reference_kernels``); the other backbones have no Triton kernels yet and run the reference once.
+Prints a table last and writes ``train_gpu.md`` / ``train_gpu.jsonl`` under ``--out``.
+
+    PYTHONUNBUFFERED=1 python3 benchmarks/train_gpu.py [--steps 20] [--batch-size 256] [--out $OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels.ops import reference_kernels
+from tsfm.model import Forecaster
+from tsfm.presets import preset_config
+
+SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "transformer")
+TRITON_SPECS = ("xlstm[3:1]", "xlstm[1:0]")
+
+
+def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_size: int) -> dict:
+    torch.manual_seed(0)
+    model = Forecaster(preset_config(spec, preset)).cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    context = torch.randn(batch_size, 512, device="cuda").cumsum(-1)
+    target = torch.randn(batch_size, 128, device="cuda").cumsum(-1) + context[:, -1:]
+    mode = reference_kernels() if reference else contextlib.nullcontext()
+
+    def step() -> float:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model.training_loss(context, target, mask_ratio=0.15)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    with mode:
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return {"spec": spec, "preset": preset, "ops": "reference" if reference else "triton",
+            "params": model.num_parameters(), "steps_per_s": steps / seconds,
+            "windows_per_s": steps * batch_size / seconds, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "final_loss": float(loss)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--presets", default="10M,80M")
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+    args = parser.parse_args()
+    rows = []
+    for preset in args.presets.split(","):
+        for spec in SPECS:
+            for reference in ((False, True) if spec in TRITON_SPECS else (True,)):
+                try:
+                    row = time_training(spec, preset, reference=reference, steps=args.steps,
+                                        batch_size=args.batch_size)
+                except Exception as err:  # a failing backbone must not hide the others' numbers
+                    row = {"spec": spec, "preset": preset, "ops": "reference" if reference else "triton",
+                           "error": f"{type(err).__name__}: {str(err)[:200]}"}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                with open(Path(args.out) / "train_gpu.jsonl", "a") as f:
+                    f.write(json.dumps(row) + "\n")
+    lines = ["| backbone | preset | ops | params | steps/s | windows/s | peak GiB |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['spec']} | {r['preset']} | {r['ops']} | | error: {r['error'][:60]} | | |")
+            continue
+        lines.append(f"| {r['spec']} | {r['preset']} | {r['ops']} | {r['params']:,} | {r['steps_per_s']:.2f} "
+                     f"| {r['windows_per_s']:.0f} | {r['peak_gib']:.1f} |")
+    table = "\n".join(lines)
+    (Path(args.out) / "train_gpu.md").write_text(table + "\n")
+    print(f"\ntorch {torch.__version__}, {torch.cuda.get_device_name()}, batch {args.batch_size}, bf16 autocast")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
