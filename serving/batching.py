@@ -1,0 +1,254 @@
+"""Micro-batching: concurrent requests share model calls on one model thread, off the event loop.
+
+Torch inference is CPU-bound and blocking, so it must not run on the event loop (that would stall every other
+request, ``/health`` included). All inference runs on one dedicated thread, one batch at a time, on one model
+instance: the model is used by one thread only and memory stays flat. While that thread is busy, new requests
+queue; when it frees up, everything queued (up to ``max_batch_series`` series) goes into the next call. When the
+thread is idle, the first request holds the batch open for ``window_s`` so that requests arriving together share
+a call. With batching off, each request is its own call (still on the model thread).
+
+A batch is cut by horizon (``prediction_length``) and run through ``tsfm.predict`` itself, with the union of the
+requested quantile levels; each request then takes its rows and its levels. So the numbers are those of
+``predict`` on the same series: ``predict`` groups series by length and pads each as if it were alone, and its
+quantile interpolation is per level. The one caveat is the model's own arithmetic: on CPU, a batch of 1 to 3
+series can round differently in the last float32 bit than a batch of 4 or more (BLAS picks other kernels), and
+``predict`` on a single series shows the same; results match to float32 rounding always, and bit for bit when the
+batch sizes agree.
+
+This module knows nothing of HTTP: it takes arrays and returns arrays or exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from tsfm.forecast import SupportsForecast, predict
+
+log = logging.getLogger("tsfm.serving")
+
+
+class BatcherClosed(RuntimeError):
+    """The batcher stopped (the service is shutting down) before this job ran."""
+
+
+class Forecast(NamedTuple):
+    """One request's result: quantiles ``[N, H, len(levels)]`` and median ``[N, H]`` (float32), as ``predict``."""
+
+    quantiles: np.ndarray
+    median: np.ndarray
+
+
+class BatchStats(NamedTuple):
+    """What one model call did, for metrics."""
+
+    requests: int
+    series: int
+    seconds: float
+
+
+@dataclass(eq=False)
+class _Job:
+    series: list[np.ndarray]
+    prediction_length: int
+    quantile_levels: tuple[float, ...]
+    future: asyncio.Future[Forecast]
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+class MicroBatcher:
+    """Queue of forecast jobs served by one model thread.
+
+    Args:
+        model: a loaded model (``tsfm.model.Forecaster`` or anything ``tsfm.predict`` accepts).
+        enabled: merge concurrent requests into shared calls; ``False`` runs each request alone.
+        window_s: how long an idle batcher waits after the first request for more to join.
+        max_batch_series: series per model call (a larger single request still runs, alone).
+        on_batch: called on the event loop after each model call (metrics).
+
+    Use ``start()`` inside the running event loop, then ``await submit(...)``; ``close()`` fails what is pending.
+    """
+
+    def __init__(
+        self,
+        model: SupportsForecast,
+        *,
+        enabled: bool = True,
+        window_s: float = 0.005,
+        max_batch_series: int = 256,
+        on_batch: Callable[[BatchStats], None] | None = None,
+        executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.model = model
+        self.enabled = enabled
+        self.window_s = window_s
+        self.max_batch_series = max_batch_series
+        self.on_batch = on_batch
+        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsfm-model")
+        self._owns_executor = executor is None
+        self._pending: collections.deque[_Job] = collections.deque()
+        self._running: list[_Job] = []  # the batch on the model thread now
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def queued_series(self) -> int:
+        return sum(len(job.series) for job in self._pending)
+
+    def start(self) -> None:
+        """Start the collector task on the running loop."""
+        if self._task is None:
+            self._wakeup = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._collect(), name="tsfm-batcher")
+
+    async def close(self) -> None:
+        """Stop collecting; requests queued or running fail with ``BatcherClosed``."""
+        running = self._running  # taken first: cancelling the collector clears it
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for job in [*running, *self._pending]:
+            if not job.future.done():
+                job.future.set_exception(BatcherClosed("the service is shutting down"))
+        self._running, self._pending = [], collections.deque()
+        if self._owns_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def submit(
+        self, series: Sequence[np.ndarray], prediction_length: int, quantile_levels: Sequence[float]
+    ) -> Forecast:
+        """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it.
+
+        Cancelling the caller (a timeout) drops the job if it has not started, and discards its result if it has.
+        """
+        if self._task is None or self._wakeup is None:
+            raise RuntimeError("MicroBatcher.start() was not called")
+        future: asyncio.Future[Forecast] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Job(list(series), prediction_length, tuple(quantile_levels), future))
+        self._wakeup.set()
+        return await future
+
+    # ------------------------------------------------------------------------------------------------------------
+
+    async def _collect(self) -> None:
+        """Forever: wait for work, hold the window open, take a batch, run it on the model thread."""
+        assert self._wakeup is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            if self.enabled:
+                await self._hold_window()
+            jobs = self._take_batch()
+            if not jobs:
+                continue
+            started = time.perf_counter()
+            self._running = jobs
+            try:
+                results: list[Forecast | BaseException] = await loop.run_in_executor(self._executor, self._run, jobs)
+            except Exception as err:  # a bug in _run must fail this batch, not stop the batcher for good
+                results = [err] * len(jobs)
+            finally:
+                self._running = []
+            for job, result in zip(jobs, results, strict=True):
+                if job.future.done():  # the caller gave up (timeout) while the model ran
+                    continue
+                if isinstance(result, BaseException):
+                    job.future.set_exception(result)
+                else:
+                    job.future.set_result(result)
+            if self.on_batch is not None:
+                stats = BatchStats(len(jobs), sum(len(j.series) for j in jobs), time.perf_counter() - started)
+                try:
+                    self.on_batch(stats)
+                except Exception:  # metrics are not worth failing requests over
+                    log.exception("on_batch callback failed")
+
+    async def _hold_window(self) -> None:
+        """Wait until the batch is full or ``window_s`` has passed since the oldest queued request arrived."""
+        assert self._wakeup is not None
+        deadline = self._pending[0].enqueued + self.window_s
+        while self.queued_series < self.max_batch_series:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except asyncio.TimeoutError:  # not the builtin on Python 3.10
+                return
+
+    def _take_batch(self) -> list[_Job]:
+        """Queued jobs in arrival order up to ``max_batch_series`` series (at least one job); skip abandoned ones."""
+        jobs: list[_Job] = []
+        total = 0
+        while self._pending:
+            job = self._pending[0]
+            if job.future.done():
+                self._pending.popleft()
+                continue
+            if jobs and (not self.enabled or total + len(job.series) > self.max_batch_series):
+                break
+            jobs.append(self._pending.popleft())
+            total += len(job.series)
+        return jobs
+
+    def _run(self, jobs: list[_Job]) -> list[Forecast | BaseException]:
+        """On the model thread: one ``predict`` per horizon; a failing group is retried job by job."""
+        results: dict[int, Forecast | BaseException] = {}
+        by_horizon: dict[int, list[int]] = collections.defaultdict(list)
+        for i, job in enumerate(jobs):
+            by_horizon[job.prediction_length].append(i)
+        for horizon, members in by_horizon.items():
+            group = [jobs[i] for i in members]
+            try:
+                for i, forecast in zip(members, self._predict_group(group, horizon), strict=True):
+                    results[i] = forecast
+            except Exception as err:
+                if len(group) == 1:
+                    results[members[0]] = err
+                    continue
+                for i, job in zip(members, group, strict=True):  # isolate the bad request from the others
+                    try:
+                        results[i] = self._predict_group([job], horizon)[0]
+                    except Exception as job_err:
+                        results[i] = job_err
+        return [results[i] for i in range(len(jobs))]
+
+    def _predict_group(self, jobs: list[_Job], horizon: int) -> list[Forecast]:
+        levels = sorted({q for job in jobs for q in job.quantile_levels})
+        column = {q: j for j, q in enumerate(levels)}
+        series = [s for job in jobs for s in job.series]
+        with warnings.catch_warnings():
+            # predict warns about long horizons and clamped levels; the app reports those per request instead
+            warnings.simplefilter("ignore")
+            quantiles, median = predict(
+                series,
+                horizon,
+                model=self.model,
+                quantile_levels=levels,
+                batch_size=max(self.max_batch_series, 1),
+                show_progress=False,
+            )
+        out: list[Forecast] = []
+        start = 0
+        for job in jobs:
+            rows = slice(start, start + len(job.series))
+            start += len(job.series)
+            picked = [column[q] for q in job.quantile_levels]
+            out.append(Forecast(quantiles[rows][:, :, picked], median[rows]))
+        return out
+

@@ -1,0 +1,143 @@
+"""Shared fixtures of the serving tests: a tiny real checkpoint, in-process clients and a live server.
+
+The tests never use the shipped default model: a tiny random model saved with ``tsfm.checkpoint.save_model``
+exercises the real loading path in milliseconds. Fixtures rather than importable helpers, so the tests run under
+any pytest import mode (this folder has no ``__init__.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from serving.app import create_app
+from serving.settings import Settings
+from tsfm.checkpoint import save_model
+from tsfm.config import ModelConfig
+from tsfm.model import Forecaster
+
+TINY_CONFIG = ModelConfig(
+    backbone="xlstm[1:1]", d_model=32, n_layers=2, n_heads=2, chunk_size=4, patch_size=32, context_length=512
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_serving_environment() -> Iterator[None]:
+    """A developer's own ``TSFM_API_KEY`` (or any other service setting) must not change what the tests see."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in Settings.model_fields:
+            patch.delenv(f"TSFM_{name.upper()}", raising=False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Forecaster:
+    torch.manual_seed(0)
+    return Forecaster(TINY_CONFIG).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory, tiny_model: Forecaster) -> Path:
+    """A checkpoint folder named ``tiny``: the service calls the model ``"tiny"``."""
+    return save_model(tiny_model, tmp_path_factory.mktemp("models") / "tiny")
+
+
+@contextlib.contextmanager
+def serving_client(model: Any, **settings: Any) -> Iterator[TestClient]:
+    """A started app (model loaded: startup waits for it) behind a TestClient that returns 500s as responses."""
+    settings.setdefault("load_in_background", False)
+    app = create_app(model=model, **settings)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def open_client() -> Callable[..., contextlib.AbstractContextManager[TestClient]]:
+    """``with open_client(model, **settings) as client``: for module-scoped apps with their own settings."""
+    return serving_client
+
+
+@pytest.fixture
+def make_client(tiny_model_path: Path) -> Iterator[Callable[..., TestClient]]:
+    """``make_client(**settings)``: a fresh app on the tiny model, closed after the test."""
+    with contextlib.ExitStack() as stack:
+
+        def make(**settings: Any) -> TestClient:
+            settings.setdefault("model", tiny_model_path)
+            return stack.enter_context(serving_client(**settings))
+
+        yield make
+
+
+@pytest.fixture(scope="module")
+def client(tiny_model_path: Path) -> Iterator[TestClient]:
+    """One app with default settings shared by a test module (loading once keeps the suite fast)."""
+    with serving_client(tiny_model_path) as shared:
+        yield shared
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port that was free a moment ago."""
+    return free_port()
+
+
+@pytest.fixture
+def live_server(tiny_model_path: Path) -> Iterator[Callable[..., str]]:
+    """``live_server(**settings) -> base URL``: uvicorn on a free loopback port in a thread, stopped after the test."""
+    import uvicorn
+
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(**settings: Any) -> str:
+        settings.setdefault("model", tiny_model_path)
+        settings.setdefault("load_in_background", False)
+        port = free_port()
+        config = uvicorn.Config(create_app(**settings), host="127.0.0.1", port=port, log_level="warning")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def series_request() -> Callable[..., dict[str, Any]]:
+    """``series_request(n_series, length, horizon, **parameters)``: a valid forecast body of smooth series."""
+
+    def make(n_series: int = 2, length: int = 96, horizon: int = 12, **parameters: Any) -> dict[str, Any]:
+        import math
+
+        inputs = [
+            {"item_id": f"s{i}", "target": [10 + i + 3 * math.sin((t + 5 * i) / 4) for t in range(length)]}
+            for i in range(n_series)
+        ]
+        return {"inputs": inputs, "parameters": {"prediction_length": horizon, **parameters}}
+
+    return make
+

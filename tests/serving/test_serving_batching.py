@@ -1,0 +1,201 @@
+"""serving/batching.py without HTTP: merging, limits, isolation of bad jobs, cancellation, shutdown, and numbers equal
+to ``tsfm.predict``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+
+from serving.batching import BatcherClosed, BatchStats, Forecast, MicroBatcher
+from tsfm.df_utils import ForecastInputError
+from tsfm.forecast import predict
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+def make_series(n: int, length: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=length).cumsum() for _ in range(n)]
+
+
+async def started(model: Any, **options: Any) -> tuple[MicroBatcher, list[BatchStats]]:
+    stats: list[BatchStats] = []
+    batcher = MicroBatcher(model, on_batch=stats.append, **options)
+    batcher.start()
+    return batcher, stats
+
+
+def test_concurrent_jobs_share_one_call_and_equal_predict(tiny_model) -> None:
+    jobs = [(make_series(4, 96, seed=k), 24, (0.1, 0.5, 0.9)) for k in range(6)]
+
+    async def main() -> tuple[list[Forecast], list[BatchStats]]:
+        batcher, stats = await started(tiny_model, window_s=0.2)
+        results = await asyncio.gather(*(batcher.submit(*job) for job in jobs))
+        await batcher.close()
+        return results, stats
+
+    results, stats = run(main())
+    assert stats[0].requests == 6 and stats[0].series == 24 and len(stats) == 1
+    for (series, horizon, levels), result in zip(jobs, results, strict=True):
+        quantiles, median = predict(series, horizon, model=tiny_model, quantile_levels=levels)
+        np.testing.assert_array_equal(result.quantiles, quantiles)
+        np.testing.assert_array_equal(result.median, median)
+
+
+def test_mixed_horizons_and_levels_in_one_batch(tiny_model) -> None:
+    jobs = [
+        (make_series(4, 64, seed=1), 10, (0.5,)),
+        (make_series(5, 200, seed=2), 40, (0.9, 0.15, 0.5)),
+        (make_series(4, 64, seed=3), 10, (0.2, 0.8)),
+    ]
+
+    async def main() -> list[Forecast]:
+        batcher, _ = await started(tiny_model, window_s=0.2)
+        results = await asyncio.gather(*(batcher.submit(*job) for job in jobs))
+        await batcher.close()
+        return results
+
+    for (series, horizon, levels), result in zip(jobs, run(main()), strict=True):
+        assert result.quantiles.shape == (len(series), horizon, len(levels))
+        quantiles, median = predict(series, horizon, model=tiny_model, quantile_levels=levels)
+        np.testing.assert_array_equal(result.quantiles, quantiles)
+        np.testing.assert_array_equal(result.median, median)
+
+
+def test_single_series_matches_predict_to_float32_rounding(tiny_model) -> None:
+    """Batched with others, a lone series may round differently in the last bit than predict() on it alone (BLAS
+    chooses other kernels for 1-3 rows); the difference stays at float32 rounding."""
+    lone = make_series(1, 128, seed=7)
+
+    async def main() -> Forecast:
+        batcher, _ = await started(tiny_model, window_s=0.2)
+        others = batcher.submit(make_series(6, 128, seed=8), 32, (0.5,))
+        result, _ = await asyncio.gather(batcher.submit(lone, 32, (0.1, 0.9)), others)
+        await batcher.close()
+        return result
+
+    result = run(main())
+    quantiles, _ = predict(lone, 32, model=tiny_model, quantile_levels=(0.1, 0.9))
+    np.testing.assert_allclose(result.quantiles, quantiles, rtol=1e-5, atol=1e-5 * np.abs(quantiles).max())
+
+
+def test_disabled_batching_runs_each_request_alone(tiny_model) -> None:
+    async def main() -> list[BatchStats]:
+        batcher, stats = await started(tiny_model, enabled=False)
+        await asyncio.gather(*(batcher.submit(make_series(2, 64, seed=k), 8, (0.5,)) for k in range(4)))
+        await batcher.close()
+        return stats
+
+    assert [s.requests for s in run(main())] == [1, 1, 1, 1]
+
+
+def test_max_batch_series_caps_a_call(tiny_model) -> None:
+    async def main() -> list[BatchStats]:
+        batcher, stats = await started(tiny_model, window_s=0.2, max_batch_series=8)
+        await asyncio.gather(*(batcher.submit(make_series(3, 64, seed=k), 8, (0.5,)) for k in range(5)))
+        big = await batcher.submit(make_series(20, 64, seed=9), 8, (0.5,))  # larger than the cap: runs alone
+        assert big.median.shape == (20, 8)
+        await batcher.close()
+        return stats
+
+    stats = run(main())
+    assert all(s.series <= 8 for s in stats[:-1]) and sum(s.series for s in stats[:-1]) == 15
+    assert stats[-1] == BatchStats(1, 20, stats[-1].seconds)
+
+
+def test_a_bad_job_fails_alone(tiny_model) -> None:
+    good = make_series(4, 64, seed=1)
+    bad = [np.full(64, np.nan)]  # the schema refuses this; the batcher must still not let it sink the batch
+
+    async def main() -> list[Any]:
+        batcher, _ = await started(tiny_model, window_s=0.2)
+        results = await asyncio.gather(
+            batcher.submit(good, 8, (0.5,)), batcher.submit(bad, 8, (0.5,)), return_exceptions=True
+        )
+        await batcher.close()
+        return results
+
+    result, error = run(main())
+    assert isinstance(error, ForecastInputError) and "no observed values" in str(error)
+    np.testing.assert_array_equal(result.median, predict(good, 8, model=tiny_model)[1])
+
+
+class GatedModel:
+    """Wraps a model; ``forecast`` waits for ``gate`` so a test can hold the model thread busy."""
+
+    def __init__(self, model: Any) -> None:
+        self.inner = model
+        self.config = model.config
+        self.gate = threading.Event()
+        self.calls = 0
+
+    @property
+    def quantile_levels(self) -> tuple[float, ...]:
+        return self.inner.quantile_levels
+
+    def forecast(self, context: Any, prediction_length: int) -> Any:
+        self.calls += 1
+        self.gate.wait(timeout=10)
+        return self.inner.forecast(context, prediction_length)
+
+
+def test_abandoned_jobs_are_skipped_and_close_fails_pending(tiny_model) -> None:
+    model = GatedModel(tiny_model)
+
+    async def main() -> None:
+        batcher, stats = await started(model, window_s=0.0)
+        first = asyncio.ensure_future(batcher.submit(make_series(1, 64, seed=0), 8, (0.5,)))
+        await asyncio.sleep(0.05)  # the first job is now running (blocked on the gate)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(batcher.submit(make_series(1, 64, seed=1), 8, (0.5,)), 0.05)
+        queued = asyncio.ensure_future(batcher.submit(make_series(1, 64, seed=2), 8, (0.5,)))
+        model.gate.set()
+        await first
+        await queued
+        assert model.calls == 2  # the abandoned job never reached the model
+        assert [s.requests for s in stats] == [1, 1]
+
+        model.gate.clear()
+        running = asyncio.ensure_future(batcher.submit(make_series(1, 64, seed=3), 8, (0.5,)))
+        await asyncio.sleep(0.05)
+        pending = asyncio.ensure_future(batcher.submit(make_series(1, 64, seed=4), 8, (0.5,)))
+        await asyncio.sleep(0)
+        await batcher.close()  # neither the running nor the queued caller is left waiting forever
+        model.gate.set()
+        for caller in (running, pending):
+            with pytest.raises(BatcherClosed, match="shutting down"):
+                await caller
+
+    run(main())
+
+
+def test_a_failing_batch_does_not_stop_the_batcher(tiny_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def main() -> None:
+        batcher, _ = await started(tiny_model, window_s=0.0)
+        real_run = batcher._run
+        monkeypatch.setattr(batcher, "_run", lambda jobs: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            await batcher.submit(make_series(4, 64, seed=0), 8, (0.5,))
+        monkeypatch.setattr(batcher, "_run", real_run)
+        result = await batcher.submit(make_series(4, 64, seed=0), 8, (0.5,))
+        assert result.median.shape == (4, 8)
+        await batcher.close()
+
+    run(main())
+
+
+def test_submit_before_start_is_an_error(tiny_model) -> None:
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="start"):
+            await MicroBatcher(tiny_model).submit(make_series(1, 8, seed=0), 4, (0.5,))
+
+    run(main())
