@@ -2,9 +2,10 @@
 
 If conversion, prediction lengths, windows and test instances are right, ``m4_hourly/H/short`` gives Seasonal-Naive
 MASE 1.193210 and Naive MASE 11.607688 (DESIGN §5). The baselines are gluonts' ``SeasonalNaivePredictor`` (Naive is
-season length 1; gluonts has no separate Naive outside its statsforecast wrapper), and metrics are
-``gluonts.model.evaluate_model`` with GIFT-Eval's arguments. This is a check of the data layer, not the evaluator:
-the model evaluation and report code will live in ``pipelines/evaluate.py``.
+season length 1; gluonts has no separate Naive outside its statsforecast wrapper), scored by
+:func:`pipelines.evaluate.evaluate_predictor` (``gluonts.model.evaluate_model`` with GIFT-Eval's arguments). This is a
+check of the data layer with the simplest predictors; the statsforecast baselines with quantiles (whose Seasonal
+Naive is the leaderboard's normaliser) are :mod:`pipelines.baselines`.
 
 gluonts is imported inside the functions.
 """
@@ -16,9 +17,14 @@ from typing import Any
 
 from .gift_eval import GiftEvalDataset, Term
 
-__all__ = ["QUANTILE_LEVELS", "evaluate_baselines", "evaluate_predictor", "naive", "seasonal_naive"]
+__all__ = ["evaluate_baselines", "evaluate_predictor", "naive", "seasonal_naive"]
 
-QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+def evaluate_predictor(predictor: Any, dataset: GiftEvalDataset) -> dict[str, float]:
+    """GIFT-Eval's metrics of a gluonts predictor on one configuration (see :mod:`pipelines.evaluate`)."""
+    from pipelines.evaluate import evaluate_predictor as evaluate
+
+    return evaluate(predictor, dataset)
 
 
 def naive(prediction_length: int) -> Any:
@@ -33,29 +39,6 @@ def seasonal_naive(prediction_length: int, season_length: int) -> Any:
     from gluonts.model.seasonal_naive import SeasonalNaivePredictor
 
     return SeasonalNaivePredictor(prediction_length=prediction_length, season_length=season_length)
-
-
-def evaluate_predictor(predictor: Any, dataset: GiftEvalDataset) -> dict[str, float]:
-    """Score a gluonts predictor on a configuration's test data with GIFT-Eval's metric settings.
-
-    Returns:
-        ``{"MASE[0.5]": ..., "mean_weighted_sum_quantile_loss": ...}`` (the latter is what GIFT-Eval calls CRPS).
-    """
-    from gluonts.ev.metrics import MASE, MeanWeightedSumQuantileLoss
-    from gluonts.model import evaluate_model
-
-    metrics = [MASE(), MeanWeightedSumQuantileLoss(quantile_levels=list(QUANTILE_LEVELS))]
-    result = evaluate_model(
-        predictor,
-        test_data=dataset.test_data,
-        metrics=metrics,
-        axis=None,
-        mask_invalid_label=True,
-        allow_nan_forecast=False,
-        seasonality=dataset.season_length,
-    )
-    row = result.reset_index(drop=True).iloc[0]
-    return {k: float(row[k]) for k in ("MASE[0.5]", "mean_weighted_sum_quantile_loss")}
 
 
 def evaluate_baselines(
