@@ -1,6 +1,7 @@
 """CPU inference benchmark: series per second and peak memory of ``tsfm.predict`` for every backbone at 10M.
 
-1,000 real series (windows of 512 steps cut from M4 hourly, ETTh1 and ETTh2 in ``../shared/data/raw``), horizon
+1,000 real series (windows of 512 steps cut from M4 hourly, ETTh1, ETTh2, exchange rate and NYC taxi in
+``../shared/data/raw``), horizon
 48. Each backbone runs in its own process so peak RSS is its own; weights are random (speed does not depend on
 them). Prints a table last and appends it, with the command and machine, to ``benchmarks/RESULTS.md``.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the repository's packages first (this folder's kernels.py is a script, not them)
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer")
 CONTEXT, HORIZON = 512, 48
@@ -38,8 +40,10 @@ def real_windows(count: int) -> np.ndarray:
     series = []
     m4 = pd.read_csv(raw / "m4_hourly_train.csv", index_col=0)
     series += [row.dropna().to_numpy(np.float32) for _, row in m4.iterrows()]
-    for name in ("ETTh1.csv", "ETTh2.csv"):
-        frame = pd.read_csv(raw / name).drop(columns="date")
+    for name, time_column in (("ETTh1.csv", "date"), ("ETTh2.csv", "date"), ("exchange_rate.csv", None),
+                              ("taxi_new_york_passengers.csv", "time")):
+        frame = pd.read_csv(raw / name)
+        frame = frame.drop(columns=time_column) if time_column else frame
         series += [frame[c].to_numpy(np.float32) for c in frame.columns]
     windows = []
     offset = 0
@@ -56,9 +60,12 @@ def real_windows(count: int) -> np.ndarray:
     return np.stack(windows)
 
 
-def run_one(spec: str, series: int, batch_size: int) -> dict:
+def run_one(spec: str, series: int, batch_size: int, threads: int | None) -> dict:
     """In a child process: build the 10M model, forecast every window once (after a warm-up batch)."""
     import torch
+
+    if threads:
+        torch.set_num_threads(threads)
 
     from tsfm.forecast import predict
     from tsfm.model import Forecaster
@@ -89,16 +96,17 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--specs", default=",".join(SPECS))
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_one(args.child, args.series, args.batch_size)))
+        print(json.dumps(run_one(args.child, args.series, args.batch_size, args.threads)))
         return
     rows = []
     for spec in args.specs.split(","):
         cmd = [sys.executable, __file__, "--child", spec, "--series", str(args.series),
-               "--batch-size", str(args.batch_size)]
+               "--batch-size", str(args.batch_size)] + (["--threads", str(args.threads)] if args.threads else [])
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(f"{spec}: {rows[-1]['series_per_s']:.1f} series/s", file=sys.stderr)
@@ -115,7 +123,7 @@ def main() -> None:
     if not args.no_write:
         header = (f"\n## CPU inference, {args.series} real series, context {CONTEXT}, horizon {HORIZON} "
                   f"({date.today().isoformat()})\n\n"
-                  f"Command: `python benchmarks/predict_cpu.py --series {args.series} --batch-size {args.batch_size}`. "
+                  f"Command: `python benchmarks/predict_cpu.py {' '.join(sys.argv[1:])}`. "
                   f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                   f"torch threads {rows[0]['threads']}, Python {platform.python_version()}. Random 10M weights; "
                   "peak RSS is the whole process (Python, torch, data, model).\n\n")

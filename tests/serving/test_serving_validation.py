@@ -90,8 +90,9 @@ CASES: list[tuple[str, Any, list[Any], str]] = [
     ("start as a number", with_series(start=1700000000, freq="h"), ["body", "inputs", 0, "start"], "ISO 8601"),
     ("start off the freq grid", with_series(start="2024-01-15", freq="MS"), ["body", "inputs", 0, "start"],
      "not on the 'MS' grid"),
+    # pandas 3 reaches year 10000 and says "past 9999"; pandas 2 (nanosecond stamps) overflows first
     ("timestamps past year 9999", with_series(start="9999-12-30", freq="D"), ["body", "inputs", 0, "start"],
-     "past 9999"),
+     "past"),
     ("timestamps past the datetime range", with_series(start="2000-01-01", freq="100000YS"),
      ["body", "inputs", 0, "start"], "cannot be represented"),
     ("item_id of the wrong type", with_series(item_id=[1]), ["body", "inputs", 0, "item_id"], "valid"),
