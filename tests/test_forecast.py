@@ -24,12 +24,6 @@ from tsfm.forecast import interpolate_quantiles, predict, predict_df
 ROOT = Path(__file__).resolve().parents[1]
 RAW_DATA = Path(__file__).resolve().parents[2] / "shared/data/raw"
 M4_HOURLY = RAW_DATA / "m4_hourly_train.csv"
-DEFAULT_MODEL_SHIPPED = (ROOT / "tsfm/checkpoint.py").exists() and (ROOT / "tsfm/models/default/config.json").exists()
-requires_default_model = pytest.mark.skipif(
-    not DEFAULT_MODEL_SHIPPED,
-    reason="the shipped default model (tsfm/checkpoint.py + tsfm/models/default/) has not landed yet; "
-    "remove this guard when it does",
-)
 
 SPREAD = 10.0  # the fake's quantile at level q is last + (q - 0.5) * SPREAD
 
@@ -347,7 +341,6 @@ def test_real_model_forecast_does_not_depend_on_batch_companions(tiny_checkpoint
     np.testing.assert_allclose(together, alone, rtol=1e-4, atol=1e-4)
 
 
-@requires_default_model
 def test_default_model_on_co2_beats_last_years_mean():
     """A flat forecast at the last year's mean scores MAE 2.05 ppm on the final year (seasonal naive 1.50, an
     untrained model about 30): a trained model must follow the trend and the season to beat it."""
@@ -361,7 +354,6 @@ def test_default_model_on_co2_beats_last_years_mean():
     assert model_mae < last_year_mean_mae
 
 
-@requires_default_model
 def test_default_model_on_m4_hourly():
     frame = m4_hourly_frame()
     out = predict_df(frame, 48, model="default")
