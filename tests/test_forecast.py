@@ -21,7 +21,6 @@ from tsfm.config import DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.df_utils import ForecastInputError
 from tsfm.forecast import interpolate_quantiles, predict, predict_df
 
-ROOT = Path(__file__).resolve().parents[1]
 RAW_DATA = Path(__file__).resolve().parents[2] / "shared/data/raw"
 M4_HOURLY = RAW_DATA / "m4_hourly_train.csv"
 

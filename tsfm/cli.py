@@ -355,7 +355,9 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def _command_line() -> str | None:
     """The command as typed, for results files (None when called in-process, e.g. from tests)."""
-    return " ".join(["tsfm", *sys.argv[1:]]) if sys.argv and Path(sys.argv[0]).name == "tsfm" else None
+    import shlex
+
+    return shlex.join(["tsfm", *sys.argv[1:]]) if sys.argv and Path(sys.argv[0]).name == "tsfm" else None
 
 
 @command(
@@ -403,9 +405,11 @@ def evaluate_command(args: argparse.Namespace) -> int:
     arg("--example-models", nargs="+", default=None, metavar="MODEL",
         help="models drawn in the forecast examples (default: the best baseline and the tsfm models)"),
     arg("--title", default=None, help="report title (default: '<NAME> report')"),
+    arg("--note", action="append", default=[], metavar="TEXT", help="a paragraph to add under the title (repeatable)"),
     DEVICE_ARG,
 )
 def report_command(args: argparse.Namespace) -> int:
+    """Reports live in ``pipelines.report``; example plots run models, so a bad model name exits 2 too."""
     try:
         from pipelines.evaluate import EvaluationError
         from pipelines.report import write_report
@@ -414,7 +418,7 @@ def report_command(args: argparse.Namespace) -> int:
     try:
         written = write_report(
             args.results, args.out, name=args.name, benchmark=args.benchmark, example_models=args.example_models,
-            device=args.device, title=args.title, command=_command_line(),
+            device=args.device, title=args.title, command=_command_line(), notes=args.note,
         )
     except EvaluationError as err:
         raise CommandError(str(err)) from None
