@@ -10,7 +10,7 @@ They go through the same protocol as our models (``pipelines.evaluate``): a gluo
 - missing values are filled with gluonts' ``LastValueImputation`` before fitting;
 - ``season_length`` is gluonts' ``get_seasonality(freq)``, the MASE season;
 - a model that fails or returns NaN is replaced by Seasonal Naive for that series (we also replace infinite values,
-  which gluonts turns into NaN quantiles and rejects).
+  which gluonts turns into NaN quantiles and rejects, and exploded ones: see :data:`EXPLOSION_FACTOR`).
 
 Seasonal Naive here is the *normaliser* of GIFT-Eval's leaderboard: its CRPS uses statsforecast's intervals
 (``m4_hourly/H/short``: 0.038, as published), whereas gluonts' one-sample ``SeasonalNaivePredictor`` (the golden MASE
@@ -20,16 +20,17 @@ Our settings for a 2-core CPU (GIFT-Eval publishes none; all are in :data:`BASEL
 
 - Naive and Seasonal Naive read the full history: their interval widths come from in-sample residuals, as in
   GIFT-Eval, and they cost nothing.
-- AutoETS reads the last 500 steps, AutoTheta the last 1000, AutoARIMA the last 300. Their cost grows with length
-  (ETT and GEFCom have 17k-40k hourly steps, refitted for every rolling window) while 300-1000 steps still hold
-  12-40 daily seasons of hourly data; with the full history and default settings, AutoARIMA took 40-60 s per
-  hourly window here.
+- AutoETS reads the last 500 steps, AutoTheta the last 1000, AutoARIMA the last 300, and each at least two
+  prediction lengths. Their cost grows with length (ETT and GEFCom have 17k-40k hourly steps, refitted for every
+  rolling window) while 300-1000 steps still hold 12-40 daily seasons of hourly data; with the full history and
+  default settings, AutoARIMA took 40-60 s per hourly window here. The two horizons matter for the long terms: from
+  300 steps, a differenced model's drift extrapolated over 720 steps ran away (nyc_taxi/30T/long: 5.5 x Seasonal
+  Naive's MASE, 0.95 with 1440 steps).
 - AutoARIMA uses R's ``approximation`` (conditional sums of squares during the order search, which R's
-  ``auto.arima`` turns on by itself for series longer than 150 or seasons above 12), a stepwise search over
-  ``p, q <= 3`` and ``P, Q <= 1``, and fits seasons above :data:`ARIMA_MAX_SEASON` (``5T``: 288) non-seasonally.
+  ``auto.arima`` turns on by itself for series longer than 150 or seasons above 12) and a stepwise search over
+  ``p, q <= 3`` and ``P, Q <= 1``; seasons above :data:`ARIMA_MAX_SEASON` (``5T``: 288) are removed by STL first.
   Measured on m4_hourly windows: 0.7 s per window, against 2.5 s with 1000 steps and the default orders.
-- AutoETS fits seasons above :data:`ETS_MAX_SEASON` (24) non-seasonally, which is what statsforecast's ETS ends
-  with anyway (it skips seasonal models with ``m > 24``), minus a slow detour.
+- AutoETS takes seasons above :data:`ETS_MAX_SEASON` (24) out by STL first, as AutoARIMA does above 48.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ __all__ = [
     "ARIMA_MAX_SEASON",
     "BASELINES",
     "ETS_MAX_SEASON",
+    "EXPLOSION_FACTOR",
     "BaselineSpec",
     "StatsForecastPredictor",
     "describe",
@@ -64,11 +66,20 @@ ALIAS = "model"
 """statsforecast column name of every baseline's forecast (``model``, ``model-lo-80``, ...)."""
 
 ARIMA_MAX_SEASON = 48
-"""Longest season AutoARIMA fits seasonally (half-hourly data's 48); longer ones are fit with ``season_length=1``."""
+"""Longest season AutoARIMA fits seasonally (half-hourly data's 48); longer seasons (``5T``: 288) are removed by STL
+first (statsforecast ``MSTL`` with an AutoARIMA trend forecaster): a seasonal ARIMA with ``m = 288`` is impractical,
+and a non-seasonal one ignores the daily cycle (yosemite_temps/5T/medium: 97 x Seasonal Naive's MASE)."""
 
 ETS_MAX_SEASON = 24
-"""ETS models seasons up to 24 (statsforecast, like R's ``ets``); longer seasons are fit non-seasonally up front
-(statsforecast gets there too, but after a detour: 14 s instead of 1 s per 5-minute window)."""
+"""ETS models seasons up to 24 (statsforecast, like R's ``ets``); longer seasons (``30T``: 48, ``5T``: 288) are
+removed by STL first and a non-seasonal AutoETS forecasts the rest (statsforecast ``MSTL``). Left to itself,
+statsforecast drops such seasons after a slow detour, and the non-seasonal trend ran away on long horizons
+(yosemite_temps/5T/medium: 75 x Seasonal Naive's MASE)."""
+
+EXPLOSION_FACTOR = 1e3
+"""A forecast larger in magnitude than this many times the largest observed value counts as failed (it is redone with
+Seasonal Naive, like a NaN one). ETS with multiplicative terms can explode without overflowing: one pedestrian window
+reached 5e12 times Seasonal Naive's CRPS."""
 
 
 def _naive(season_length: int) -> Any:
@@ -84,10 +95,11 @@ def _seasonal_naive(season_length: int) -> Any:
 
 
 def _auto_ets(season_length: int) -> Any:
-    from statsforecast.models import AutoETS
+    from statsforecast.models import MSTL, AutoETS
 
-    season = season_length if season_length <= ETS_MAX_SEASON else 1
-    return AutoETS(season_length=season, alias=ALIAS)
+    if season_length > ETS_MAX_SEASON:  # STL removes the season, a non-seasonal AutoETS forecasts the rest
+        return MSTL(season_length=season_length, trend_forecaster=AutoETS(model="ZZN"), alias=ALIAS)
+    return AutoETS(season_length=season_length, alias=ALIAS)
 
 
 def _auto_theta(season_length: int) -> Any:
@@ -97,10 +109,14 @@ def _auto_theta(season_length: int) -> Any:
 
 
 def _auto_arima(season_length: int) -> Any:
-    from statsforecast.models import AutoARIMA
+    from statsforecast.models import MSTL, AutoARIMA
 
-    season = season_length if season_length <= ARIMA_MAX_SEASON else 1
-    return AutoARIMA(season_length=season, approximation=True, max_p=3, max_q=3, max_P=1, max_Q=1, alias=ALIAS)
+    if season_length > ARIMA_MAX_SEASON:  # STL removes the season, a non-seasonal AutoARIMA forecasts the rest
+        trend = AutoARIMA(approximation=True, max_p=3, max_q=3)
+        return MSTL(season_length=season_length, trend_forecaster=trend, alias=ALIAS)
+    return AutoARIMA(
+        season_length=season_length, approximation=True, max_p=3, max_q=3, max_P=1, max_Q=1, alias=ALIAS
+    )
 
 
 @dataclass(frozen=True)
@@ -110,14 +126,22 @@ class BaselineSpec:
     Attributes:
         name: GIFT-Eval's result name (``seasonal_naive``, ``auto_arima``, ...).
         build: ``season_length -> statsforecast model``.
-        max_context: last steps of each series given to the model (``None``: all).
+        max_context: last steps of each series given to the model (``None``: all) ...
+        min_horizons: ... but at least this many prediction lengths.
         settings: human-readable settings for ``run.json`` and the report.
     """
 
     name: str
     build: Callable[[int], Any]
     max_context: int | None = None
+    min_horizons: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
+
+    def context_length(self, prediction_length: int) -> int | None:
+        """Steps of history the model reads for this horizon (``None``: all)."""
+        if self.max_context is None:
+            return None
+        return max(self.max_context, self.min_horizons * prediction_length)
 
 
 BASELINES: dict[str, BaselineSpec] = {
@@ -125,26 +149,27 @@ BASELINES: dict[str, BaselineSpec] = {
     for spec in (
         BaselineSpec("naive", _naive, None, {"history": "full"}),
         BaselineSpec("seasonal_naive", _seasonal_naive, None, {"history": "full"}),
-        BaselineSpec("auto_ets", _auto_ets, 500, {
-            "history": "last 500 steps",
-            "season": f"<= {ETS_MAX_SEASON}, else non-seasonal",
+        BaselineSpec("auto_ets", _auto_ets, 500, 2, {
+            "history": "last max(500, 2 x prediction_length) steps",
+            "season": f"<= {ETS_MAX_SEASON}, else STL + non-seasonal AutoETS (MSTL)",
         }),
-        BaselineSpec("auto_arima", _auto_arima, 300, {
-            "history": "last 300 steps",
+        BaselineSpec("auto_arima", _auto_arima, 300, 2, {
+            "history": "last max(300, 2 x prediction_length) steps",
             "approximation": True,
             "orders": "p, q <= 3; P, Q <= 1; stepwise",
-            "season": f"<= {ARIMA_MAX_SEASON}, else non-seasonal",
+            "season": f"<= {ARIMA_MAX_SEASON}, else STL + non-seasonal AutoARIMA (MSTL)",
         }),
-        BaselineSpec("auto_theta", _auto_theta, 1000, {"history": "last 1000 steps"}),
+        BaselineSpec("auto_theta", _auto_theta, 1000, 2, {"history": "last max(1000, 2 x prediction_length) steps"}),
     )
 }
-"""The five baselines by name; every one falls back to Seasonal Naive on failure or NaN."""
+"""The five baselines by name; every one falls back to Seasonal Naive on failure, NaN, inf or explosion."""
 
 
 def describe(name: str) -> dict[str, Any]:
     """The settings of baseline ``name`` (for results files and reports)."""
     spec = BASELINES[name]
-    return {"library": "statsforecast", "max_context": spec.max_context, **spec.settings}
+    return {"library": "statsforecast", "max_context": spec.max_context, "min_horizons": spec.min_horizons,
+            **spec.settings}
 
 
 def interval_columns(quantile_levels: Sequence[float]) -> tuple[list[int], list[str]]:
@@ -217,12 +242,14 @@ class StatsForecastPredictor(Predictor):
                 yield make_quantile_forecast(v[:, :-1], self.quantile_levels, entry, mean=v[:, -1])
 
     def _forecast(self, series: list[np.ndarray]) -> np.ndarray:
-        """``[N, H, Q + 1]``: the quantiles, then the point forecast; rows with NaN or infinite values (an exploding
-        multiplicative ETS, for one) are redone with Seasonal Naive, since gluonts rejects non-finite forecasts."""
-        cap = self.spec.max_context
+        """``[N, H, Q + 1]``: the quantiles, then the point forecast; rows with NaN, inf (gluonts rejects both) or
+        values beyond :data:`EXPLOSION_FACTOR` times the series' largest magnitude are redone with Seasonal Naive."""
+        cap = self.spec.context_length(self.prediction_length)
         series = [s[-cap:] if cap else s for s in series]
         out = self._run(self.spec.build(self.season_length), series)
-        bad = np.flatnonzero(~np.isfinite(out).all(axis=(1, 2)))
+        limit = EXPLOSION_FACTOR * np.array([max(float(np.max(np.abs(s))), 1.0) for s in series])
+        with np.errstate(invalid="ignore"):
+            bad = np.flatnonzero(~(np.abs(out) <= limit[:, None, None]).all(axis=(1, 2)))
         if bad.size:
             out[bad] = self._run(_seasonal_naive(self.season_length), [series[i] for i in bad])
         return out

@@ -19,7 +19,7 @@ pytest.importorskip("statsforecast")
 
 from gluonts.model.forecast import QuantileForecast
 
-from pipelines.baselines import StatsForecastPredictor, interval_columns
+from pipelines.baselines import BASELINES, StatsForecastPredictor, interval_columns
 from pipelines.data.gift_eval import BENCHMARK_FILE
 from pipelines.data.gift_format import write_dataset
 from pipelines.data.paths import raw_dir
@@ -174,6 +174,13 @@ def test_baseline_non_finite_rows_fall_back_to_seasonal_naive() -> None:
     values = Exploding("auto_ets", 4, season_length=1)._forecast([np.ones(20), np.ones(20)])
     assert calls == ["AutoETS", "SeasonalNaive"]
     assert (values[0] == 1).all() and (values[1] == 2).all()
+
+
+def test_baseline_history_caps() -> None:
+    assert BASELINES["seasonal_naive"].context_length(720) is None  # full history: its intervals use all residuals
+    assert BASELINES["auto_ets"].context_length(48) == 500 and BASELINES["auto_theta"].context_length(720) == 1440
+    assert BASELINES["auto_arima"].context_length(48) == 300
+    assert BASELINES["auto_arima"].context_length(720) == 1440  # two horizons, so drift does not run away
 
 
 # ------------------------------------------------------------------------------------------------ evaluate
