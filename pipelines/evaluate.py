@@ -258,8 +258,21 @@ def resolve_model(
 
     name = f"tsfm-{spec}" if spec in BUILTIN_MODELS else Path(spec).resolve().name
     n_params = sum(p.numel() for p in model.parameters())
-    settings = {"checkpoint": spec, "parameters": n_params, **model.config.to_dict()}
+    settings = {"checkpoint": spec, "parameters": n_params, **_provenance(spec), **model.config.to_dict()}
     return EvalModel(name, "tsfm", settings, tsfm_predictor)
+
+
+def _provenance(spec: str) -> dict[str, Any]:
+    """Which weights were scored: the checkpoint's SHA-256 and its training command (a checkpoint named ``default``
+    changes whenever the shipped model is retrained)."""
+    import hashlib
+
+    from tsfm.checkpoint import WEIGHTS_FILE, read_checkpoint_config, resolve_model_path
+
+    path = resolve_model_path(spec)
+    digest = hashlib.sha256((path / WEIGHTS_FILE).read_bytes()).hexdigest()
+    _, training = read_checkpoint_config(path)
+    return {"weights_sha256": digest, "training_command": training.get("command")}
 
 
 # ------------------------------------------------------------------------------------------------ configurations

@@ -272,7 +272,7 @@ def _runs_section(runs: dict[str, dict[str, Any]], models: Sequence[str], comman
 
 _SETTING_KEYS = (
     "history", "approximation", "orders", "season", "checkpoint", "parameters", "backbone", "d_model", "n_layers",
-    "context_length",
+    "context_length", "weights_sha256", "training_command",
 )
 
 
