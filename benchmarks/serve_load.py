@@ -7,7 +7,11 @@ memory when ready, after a warm-up, and at the end (growth under steady load wou
 last and appends it, with the command and machine, to ``benchmarks/RESULTS.md``.
 
     python benchmarks/serve_load.py [--duration 60] [--clients 32] [--model default|PATH] [--modes on,off]
-                                    [--warmup 5] [--no-write]
+                                    [--warmup 5] [--rss-every S] [--no-write]
+
+A soak (``--duration 600 --modes on --rss-every 30``) also samples the server's memory every ``S`` seconds and
+prints the trace with the growth per minute over the second half: allocator and cache warm-up level off early, a
+leak keeps the same slope to the end.
 
 The load generator runs in this process (asyncio + httpx) and the server in another; on a small machine they share
 the cores, so absolute numbers understate a dedicated server; the on/off comparison is like for like.
@@ -24,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import date
 from pathlib import Path
@@ -71,7 +76,9 @@ def start_server(model: str, batching: bool, port: int, log_path: Path) -> subpr
     log = log_path.open("wb")
     return subprocess.Popen(
         [*command, "serve", "--model", model, "--port", str(port), "--log-level", "warning"],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
 
 
@@ -142,9 +149,17 @@ def run_mode(args: argparse.Namespace, batching: bool, bodies: list[bytes], log_
         if args.warmup > 0:
             asyncio.run(load(base, bodies, args.clients, args.warmup))
         rss_warm = rss_mib(process.pid)
+        trace: list[tuple[float, float]] = []
+        stop = threading.Event()
         started = time.perf_counter()
+        sampler = threading.Thread(target=sample_rss, args=(process.pid, args.rss_every, started, trace, stop))
+        if args.rss_every > 0:
+            sampler.start()
         latencies, done, errors = asyncio.run(load(base, bodies, args.clients, args.duration))
         elapsed = time.perf_counter() - started
+        stop.set()
+        if sampler.is_alive():
+            sampler.join()
         rss_end = rss_mib(process.pid)
         per_call = mean_batch(base)
     finally:
@@ -155,11 +170,43 @@ def run_mode(args: argparse.Namespace, batching: bool, bodies: list[bytes], log_
             process.kill()
     ms = np.asarray(latencies) * 1000 if latencies else np.asarray([np.nan])
     return {
-        "batching": batching, "requests": done, "errors": errors, "req_per_s": done / elapsed,
-        "series_per_s": done * args.series / elapsed, "p50": float(np.percentile(ms, 50)),
-        "p95": float(np.percentile(ms, 95)), "p99": float(np.percentile(ms, 99)), "per_call": per_call,
-        "rss_ready": rss_ready, "rss_warm": rss_warm, "rss_end": rss_end,
+        "batching": batching,
+        "requests": done,
+        "errors": errors,
+        "req_per_s": done / elapsed,
+        "series_per_s": done * args.series / elapsed,
+        "p50": float(np.percentile(ms, 50)),
+        "p95": float(np.percentile(ms, 95)),
+        "p99": float(np.percentile(ms, 99)),
+        "per_call": per_call,
+        "rss_ready": rss_ready,
+        "rss_warm": rss_warm,
+        "rss_end": rss_end,
+        "rss_trace": trace,
     }
+
+
+def sample_rss(pid: int, every: float, started: float, trace: list[tuple[float, float]], stop: threading.Event) -> None:
+    """Append ``(seconds since start, RSS MiB)`` every ``every`` seconds until ``stop`` is set."""
+    while not stop.wait(every):
+        trace.append((time.perf_counter() - started, rss_mib(pid)))
+
+
+def rss_trace_table(row: dict[str, object]) -> str:
+    """The memory trace of one run and its growth per minute over the second half (least squares)."""
+    trace = row["rss_trace"]
+    if len(trace) < 4:
+        return ""
+    seconds, mib = (np.asarray(column) for column in zip(*trace, strict=True))
+    half = seconds >= seconds[-1] / 2
+    slope = float(np.polyfit(seconds[half], mib[half], 1)[0]) * 60
+    samples = " ".join(f"{t:.0f}s:{m:.0f}" for t, m in trace)
+    mode = "on" if row["batching"] else "off"
+    return (
+        f"RSS trace, micro-batching {mode} (MiB): {samples}\n"
+        f"growth over the second half: {slope:+.2f} MiB/min (first sample {mib[0]:.0f}, max {mib.max():.0f}, "
+        f"last {mib[-1]:.0f})"
+    )
 
 
 def table(rows: list[dict[str, float]]) -> str:
@@ -187,6 +234,9 @@ def main() -> None:
     parser.add_argument("--model", default="default", help="model to serve (default: the shipped default)")
     parser.add_argument("--modes", default="on,off", help="micro-batching modes to run, in order (default: on,off)")
     parser.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds of load first (default: 5)")
+    parser.add_argument(
+        "--rss-every", type=float, default=0.0, help="sample the server's memory every S seconds (default: off)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only; do not append to RESULTS.md")
     args = parser.parse_args()
 
@@ -197,7 +247,8 @@ def main() -> None:
         batching = {"on": True, "off": False}[mode.strip()]
         print(f"micro-batching {mode}: {args.clients} clients for {args.duration:g} s ...", file=sys.stderr)
         rows.append(run_mode(args, batching, bodies, log_dir))
-    result = table(rows)
+    traces = [text for text in map(rss_trace_table, rows) if text]
+    result = "\n\n".join([table(rows), *traces])
     print(result)
     if not args.no_write:
         command = " ".join(["python benchmarks/serve_load.py", *sys.argv[1:]])

@@ -1,9 +1,9 @@
 """The app factory: ``create_app(model=..., **settings) -> FastAPI`` with every route of the service.
 
 Routes: ``POST /v1/forecast``, ``GET /v1/models``, ``GET /health``, ``GET /ready``, ``GET /metrics``, the
-OpenAPI schema and ``/docs``, and the forecast page at ``/``. This module wires the parts together (settings,
-schemas, the served model, the batcher, limits, auth, metrics) and turns arrays into JSON; it does no inference
-itself and holds no module-level state, so tests build as many independent apps as they like.
+OpenAPI schema, ``/docs`` and ``/redoc`` (local assets), and the forecast page at ``/``. This module wires the parts
+together (settings, schemas, the served model, the batcher, limits, auth, metrics) and turns arrays into JSON; it
+does no inference itself and holds no module-level state, so tests build as many independent apps as they like.
 
 Startup: the model's config is read when the app is built (a bad ``--model`` fails at once); the weights load and
 warm up on the model thread once the server runs, and ``/ready`` answers 200 only after that. Forecast requests
@@ -37,6 +37,7 @@ from fastapi.staticfiles import StaticFiles
 
 from serving.auth import api_key_dependency
 from serving.batching import BatcherClosed, MicroBatcher
+from serving.docs import add_offline_docs
 from serving.limits import BodySizeLimitMiddleware
 from serving.metrics import Metrics, MetricsMiddleware
 from serving.registry import ModelSource, ServedModel
@@ -103,6 +104,8 @@ def create_app(settings: Settings | None = None, *, model: ModelSource | None = 
         version=__version__,
         description=API_DESCRIPTION,
         lifespan=_lifespan(service),
+        docs_url=None,  # replaced by add_offline_docs: FastAPI's pages load their scripts from a CDN
+        redoc_url=None,
     )
     app.state.service = service
     app.add_exception_handler(RequestValidationError, _validation_error_handler)
@@ -110,6 +113,7 @@ def create_app(settings: Settings | None = None, *, model: ModelSource | None = 
     auth = [Depends(api_key_dependency(settings.api_key.get_secret_value()))] if settings.api_key else []
     _add_forecast_route(app, service, auth)
     _add_info_routes(app, service, auth)
+    add_offline_docs(app)
     _add_page(app)
     return app
 

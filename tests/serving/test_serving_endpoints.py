@@ -134,6 +134,20 @@ def test_openapi_and_docs(client: TestClient) -> None:
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
 
 
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_docs_pages_load_their_assets_from_the_service_not_a_cdn(client: TestClient, page: str) -> None:
+    html = client.get(page).text
+    urls = re.findall(r'(?:src|href)="([^"]+)"', html) + re.findall(r"url: '([^']+)'", html)
+    assert urls, html
+    assert not [u for u in urls if "//" in u], f"{page} loads from another host: {urls}"
+    assets = [u for u in urls if u.startswith("/docs-assets/")]
+    assert assets, urls
+    for url in assets:
+        response = client.get(url)
+        assert response.status_code == 200 and len(response.content) > 1000, url
+    assert client.get("/docs/oauth2-redirect").status_code == 200
+
+
 def test_page_is_served_without_external_resources(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")

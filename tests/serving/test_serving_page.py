@@ -1,5 +1,5 @@
 """The forecast page in headless Chromium (Debian's ``chromium`` + ``chromium-driver``; no browser download):
-upload a CSV, forecast, see the plot, get the CSV; and a bad CSV shows the service's 422 message.
+upload a CSV, forecast, see the plot, get the CSV; a bad CSV shows the service's 422 message; /docs renders offline.
 
 Skipped, with the reason, where /usr/bin/chromium or /usr/bin/chromedriver is missing
 (``apt-get install -y chromium chromium-driver``; CI installs them).
@@ -132,3 +132,17 @@ def test_pasted_nixtla_dialect_with_daily_dates(browser: Any, live_server: Calla
     )
     stamps = [line.split(",")[1] for line in csv_text.strip().split("\n")[1:]]
     assert stamps == ["2024-02-29 00:00:00"] + [f"2024-03-0{d} 00:00:00" for d in range(1, 5)]  # a leap year
+
+
+def test_swagger_ui_renders_the_api_without_network(browser: Any, live_server: Callable[..., str]) -> None:
+    """``/docs`` draws every operation from local assets: this machine has no route to a CDN, so a page that
+    fetched Swagger UI from one would stay blank."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = live_server()
+    browser.get(base + "/docs")
+    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path"))
+    paths = {e.get_attribute("data-path") for e in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")}
+    assert {"/v1/forecast", "/v1/models", "/health", "/ready", "/metrics"} <= paths
+    assert not browser.find_elements(By.CSS_SELECTOR, ".errors-wrapper"), "Swagger UI reported schema errors"
