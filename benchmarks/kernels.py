@@ -100,6 +100,35 @@ def _chunk_flops(b, t, h, d, chunk=64):
     return b * h * t * (4 * chunk * d + 4 * d * d)
 
 
+def _ssd_make(b, t, h, d, dtype, device, with_state=False):
+    x, B, C = (torch.randn(b, t, h, d, device=device) for _ in range(3))
+    dt = torch.nn.functional.softplus(torch.randn(b, t, h, device=device) - 1)
+    A = torch.rand(h, device=device) + 0.5
+    state = torch.randn(b, h, d, d, device=device) if with_state else None
+    return [x.to(dtype), dt.to(dtype), A, B.to(dtype), C.to(dtype)], state
+
+
+def _ssd_triton(*args, **kwargs):
+    from kernels.triton.ssd import ssd_chunk
+
+    return ssd_chunk(*args, **kwargs)
+
+
+def _gated_delta_make(b, t, h, d, dtype, device, with_state=False):
+    q, v = torch.randn(b, t, h, d, device=device), torch.randn(b, t, h, d, device=device)
+    k = torch.nn.functional.normalize(torch.randn(b, t, h, d, device=device), dim=-1)
+    g = torch.nn.functional.logsigmoid(2 * torch.randn(b, t, h, device=device) + 3)
+    beta = torch.sigmoid(torch.randn(b, t, h, device=device))
+    state = torch.randn(b, h, d, d, device=device) if with_state else None
+    return [q.to(dtype), k.to(dtype), v.to(dtype), g.to(dtype), beta.to(dtype)], state
+
+
+def _gated_delta_triton(*args, **kwargs):
+    from kernels.triton.gated_delta import gated_delta_chunk
+
+    return gated_delta_chunk(*args, **kwargs)
+
+
 def _slstm_make(b, t, h, d, dtype, device, with_state=False):
     x_gates = 2 * torch.randn(b, t, h, 4, d, device=device)
     R = 0.1 * torch.randn(h, 4, d, d, device=device)
@@ -130,6 +159,27 @@ OPS = {
         differentiable_state=(True, True, False),
         bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2 * 2),
         flops_fwd=_chunk_flops,
+    ),
+    "ssd": Op(
+        name="ssd",
+        make=_ssd_make,
+        triton=_ssd_triton,
+        reference=reference.ssd_chunkwise,
+        spec=reference.ssd_chunkwise,
+        differentiable_state=(True,),
+        bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2),
+        flops_fwd=_chunk_flops,
+    ),
+    "gated_delta_rule": Op(
+        name="gated_delta_rule",
+        make=_gated_delta_make,
+        triton=_gated_delta_triton,
+        reference=reference.gated_delta_rule_chunkwise,
+        spec=reference.gated_delta_rule_chunkwise,
+        differentiable_state=(True,),
+        bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2 * 2),
+        # on top of the mLSTM-like part: k k^T, the triangular solve applied to [beta v | beta k], W S
+        flops_fwd=lambda b, t, h, d: _chunk_flops(b, t, h, d) + b * h * t * (2 * 64 * d + 2 * 64 * 2 * d + 2 * d * d),
     ),
     "slstm": Op(
         name="slstm",
@@ -261,6 +311,8 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     parser.add_argument("--no-reference", action="store_true", help="skip timing the PyTorch reference")
     parser.add_argument("--no-check", action="store_true")
+    parser.add_argument("--check-ops", default="", help="check only these ops (default: every timed op)")
+    parser.add_argument("--reference-ops", default="", help="time the reference of these ops only (default: all)")
     parser.add_argument("--peers", default="", help="folder holding peer_kernels_driver.sh to run after ours")
     opts = parser.parse_args()
     device = "cuda"
@@ -276,14 +328,17 @@ def main() -> None:
     checks, rows, ref_rows = [], [], {}
     for name in opts.ops.split(","):
         op = OPS[name]
-        if not opts.no_check:
+        if not opts.no_check and (not opts.check_ops or name in opts.check_ops.split(",")):
             checks += check(op, device)
         for shape in op.shapes if opts.shapes == "all" else op.shapes[:2]:
             row = time_op(op, "triton", op.triton, shape, device)
             floor = max(op.bytes_fwd(*shape) / bandwidth, op.flops_fwd(*shape) / flop_rate) * 1e3
             row |= dict(floor_ms=floor, floor_frac=floor / row.get("fwd_ms", float("inf")))
             rows.append(row)
-            if not opts.no_reference and shape[1] <= op.reference_max_tokens_per_row:
+            wants_reference = not opts.no_reference and (
+                not opts.reference_ops or name in opts.reference_ops.split(",")
+            )
+            if wants_reference and shape[1] <= op.reference_max_tokens_per_row:
                 ref = time_op(op, "reference", op.reference, shape, device)
                 ref |= dict(floor_ms=floor, floor_frac=floor / ref.get("fwd_ms", float("inf")))
                 rows.append(ref)

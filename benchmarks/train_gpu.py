@@ -2,8 +2,8 @@
 
 For each backbone at the 10M and 80M presets: bf16 autocast, AdamW, a batch of 256 windows (context 512, horizon
 128 = the default training shape, so 16 context tokens + 3 masked future tokens), random-walk data (speed does not
-depend on values). xLSTM backbones run twice: with our Triton kernels and with the PyTorch reference ops
-(``kernels.ops.reference_kernels``); the other backbones have no Triton kernels yet and run the reference once.
+depend on values). The recurrent backbones run twice: with our Triton kernels and with the PyTorch reference ops
+(``kernels.ops.reference_kernels``); the Transformer uses PyTorch's SDPA and runs once.
 Prints a table last and writes ``train_gpu.md`` / ``train_gpu.jsonl`` under ``--out``.
 
     PYTHONUNBUFFERED=1 python3 benchmarks/train_gpu.py [--steps 20] [--batch-size 256] [--out $OUT]
@@ -27,8 +27,8 @@ from kernels.ops import reference_kernels
 from tsfm.model import Forecaster
 from tsfm.presets import preset_config
 
-SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "transformer")
-TRITON_SPECS = ("xlstm[3:1]", "xlstm[1:0]")
+SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer")
+TRITON_SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]")
 
 
 def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_size: int) -> dict:

@@ -7,8 +7,9 @@ outputs have the dtype of the value input. The ``*_step`` functions process one 
 that names the argument.
 
 Dispatch: :func:`_use_triton` is the single point that routes CUDA tensors to the Triton kernels of
-:mod:`kernels.triton` (imported only then); CPU tensors, float64 inputs and ops without kernels yet run the reference
-chunkwise form (sLSTM: the recurrent form, its only form). This module knows nothing of time series.
+:mod:`kernels.triton` (imported only then), the ``*_step`` functions to the one-token decode kernels; CPU tensors and
+float64 inputs run the reference chunkwise form (sLSTM: the recurrent form, its only form). This module knows
+nothing of time series.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _MLSTM_STATE = ("B H K V", "B H K", "B H")
 _SLSTM_STATE = ("B H D", "B H D", "B H D", "B H D")
 
 
-_TRITON_OPS = frozenset({"mlstm", "slstm"})
+_TRITON_OPS = frozenset({"mlstm", "ssd", "gated_delta_rule", "slstm"})
 """Ops that have Triton kernels; the others run the reference on every device."""
 
 _force_reference = os.environ.get("TSFM_KERNELS", "").lower() == "reference"
@@ -87,10 +88,6 @@ def _use_triton(t: Tensor, op: str = "mlstm") -> bool:
     if t.dtype not in (torch.bfloat16, torch.float16, torch.float32):
         return False
     return importlib.util.find_spec("triton") is not None
-
-
-def _no_triton_yet(op: str) -> NotImplementedError:
-    return NotImplementedError(f"{op}: Triton kernels are not written yet; _use_triton must return False")
 
 
 def mlstm(
@@ -239,7 +236,11 @@ def ssd(
     check.at_least_one("T")
     check_chunk_size("ssd", chunk_size)
     if _use_triton(x, "ssd"):
-        raise _no_triton_yet("ssd")
+        from kernels.triton.ssd import ssd_chunk
+
+        return ssd_chunk(
+            x, dt, A, B, C, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size
+        )
     return _ssd.ssd_chunkwise(
         x, dt, A, B, C, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size
     )
@@ -266,6 +267,10 @@ def ssd_step(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, state: Tens
     check.tensor("B", B, "B H N")
     check.tensor("C", C, "B H N")
     check.state("state", state, ("B H N P",), allow_none=False)
+    if _use_triton(x, "ssd"):
+        from kernels.triton.ssd import ssd_step as triton_ssd_step
+
+        return triton_ssd_step(x, dt, A, B, C, state)
     return _ssd.ssd_step(x, dt, A, B, C, state)
 
 
@@ -315,7 +320,19 @@ def gated_delta_rule(
     check.at_least_one("T")
     check_chunk_size("gated_delta_rule", chunk_size)
     if _use_triton(q, "gated_delta_rule"):
-        raise _no_triton_yet("gated_delta_rule")
+        from kernels.triton.gated_delta import gated_delta_chunk
+
+        return gated_delta_chunk(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            scale=scale,
+            initial_state=initial_state,
+            output_final_state=output_final_state,
+            chunk_size=chunk_size,
+        )
     return _gated_delta.gated_delta_rule_chunkwise(
         q,
         k,
@@ -353,6 +370,10 @@ def gated_delta_rule_step(
     check.tensor("g", g, "B H")
     check.tensor("beta", beta, "B H")
     check.state("state", state, ("B H K V",), allow_none=False)
+    if _use_triton(q, "gated_delta_rule"):
+        from kernels.triton.gated_delta import gated_delta_step
+
+        return gated_delta_step(q, k, v, g, beta, state, scale=scale)
     return _gated_delta.gated_delta_rule_step(q, k, v, g, beta, state, scale=scale)
 
 
