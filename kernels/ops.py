@@ -54,7 +54,7 @@ _SLSTM_STATE = ("B H D", "B H D", "B H D", "B H D")
 
 
 _TRITON_OPS = frozenset({"mlstm", "ssd", "gated_delta_rule", "slstm"})
-"""Ops that have Triton kernels; the others run the reference on every device."""
+"""Ops that have Triton kernels (all four); an op left out of this set would run its reference on every device."""
 
 _force_reference = os.environ.get("TSFM_KERNELS", "").lower() == "reference"
 
