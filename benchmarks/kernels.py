@@ -58,7 +58,7 @@ class Op:
         bytes_fwd: ``(B, T, H, D) -> bytes`` the forward must read and write at least (bf16 tensors, fp32 gates).
         flops_fwd: ``(B, T, H, D) -> FLOPs`` of the forward at chunk 64.
         check_shapes: ``(B, T, H, D, with_state)`` for the correctness check.
-        shapes: ``(B, T, H, D)`` to time (sLSTM: ``D = 128`` does not fit on chip yet; flashrnn's grid added).
+        shapes: ``(B, T, H, D)`` to time (sLSTM: flashrnn's grid added).
         reference_max_tokens_per_row: skip timing the reference past this ``T`` (the sLSTM loop is minutes there).
     """
 
@@ -190,11 +190,12 @@ OPS = {
         differentiable_state=(True, True, True, False),
         bytes_fwd=lambda b, t, h, d: b * t * h * 5 * d * 2,
         flops_fwd=lambda b, t, h, d: b * t * h * 8 * d * d,
-        check_shapes=((2, 50, 4, 64, True), (20, 33, 2, 32, False)),
+        check_shapes=((2, 50, 4, 64, True), (20, 33, 2, 32, False), (3, 40, 2, 128, True)),
         shapes=(
             (1024, 64, 4, 64),
             (256, 256, 8, 64),
             (64, 1024, 8, 64),
+            (128, 512, 4, 128),
             (8, 8192, 8, 64),
             (256, 64, 4, 64),
             (64, 512, 8, 64),
@@ -227,6 +228,16 @@ def check(op: Op, device: str) -> list[dict]:
             )
             print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def select_shapes(shapes: tuple[tuple[int, int, int, int], ...], choice: str) -> list[tuple[int, int, int, int]]:
+    """The op's shapes named by ``--shapes``: all, the first two ("small"), or an explicit ``;``-separated list."""
+    if choice == "all":
+        return list(shapes)
+    if choice == "small":
+        return list(shapes[:2])
+    wanted = [tuple(int(n) for n in item.split(",")) for item in choice.split(";")]
+    return [shape for shape in shapes if shape in wanted]
 
 
 def _bench(fn: Callable, grad_to_none: list | None = None) -> float:
@@ -307,7 +318,7 @@ def table(rows: list[dict], ref_rows: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ops", default=",".join(OPS))
-    parser.add_argument("--shapes", default="all", choices=["all", "small"])
+    parser.add_argument("--shapes", default="all", help="all, small (the first two), or B,T,H,D[;B,T,H,D...]")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     parser.add_argument("--no-reference", action="store_true", help="skip timing the PyTorch reference")
     parser.add_argument("--no-check", action="store_true")
@@ -330,7 +341,7 @@ def main() -> None:
         op = OPS[name]
         if not opts.no_check and (not opts.check_ops or name in opts.check_ops.split(",")):
             checks += check(op, device)
-        for shape in op.shapes if opts.shapes == "all" else op.shapes[:2]:
+        for shape in select_shapes(op.shapes, opts.shapes):
             row = time_op(op, "triton", op.triton, shape, device)
             floor = max(op.bytes_fwd(*shape) / bandwidth, op.flops_fwd(*shape) / flop_rate) * 1e3
             row |= dict(floor_ms=floor, floor_frac=floor / row.get("fwd_ms", float("inf")))

@@ -407,7 +407,7 @@ def slstm(
     check.tensor("R", R, "H 4 D D")
     check.state("initial_state", initial_state, _SLSTM_STATE)
     check.at_least_one("T")
-    if _use_triton(x_gates, "slstm") and x_gates.shape[-1] <= 64:  # wider R does not fit in shared memory yet
+    if _use_triton(x_gates, "slstm"):
         from kernels.triton.slstm import slstm_fused
 
         return slstm_fused(x_gates, R, initial_state=initial_state, output_final_state=output_final_state)
@@ -429,7 +429,7 @@ def slstm_step(x_gates_t: Tensor, R: Tensor, state: SLSTMState) -> tuple[Tensor,
     check.tensor("x_gates_t", x_gates_t, "B H 4 D")
     check.tensor("R", R, "H 4 D D")
     check.state("state", state, _SLSTM_STATE, allow_none=False)
-    if _use_triton(x_gates_t, "slstm") and x_gates_t.shape[-1] <= 64:
+    if _use_triton(x_gates_t, "slstm"):
         from kernels.triton.slstm import slstm_step as triton_slstm_step
 
         return triton_slstm_step(x_gates_t, R, state)

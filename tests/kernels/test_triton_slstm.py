@@ -25,13 +25,14 @@ TOL = 1e-4  # float32 kernel vs float64 reference (measured ~3e-7)
 DIFF_STATE = (True, True, True, False)  # h, c, n take gradients; the stabiliser m does not
 
 
-def _inputs(length: int, with_state: bool, stress: bool = False):
-    uniform = (torch.rand(B, length, H, 4, D) * 2 - 1) * 50.0
-    x_gates = uniform if stress else 2 * torch.randn(B, length, H, 4, D)
-    R = 0.3 * torch.randn(H, 4, D, D)
+def _inputs(length: int, with_state: bool, stress: bool = False, dim: int = D):
+    uniform = (torch.rand(B, length, H, 4, dim) * 2 - 1) * 50.0
+    x_gates = uniform if stress else 2 * torch.randn(B, length, H, 4, dim)
+    R = 0.3 * dim**-0.5 * 4 * torch.randn(H, 4, dim, dim)  # 0.3 * randn at D = 16, the same gain at any width
     state = None
     if with_state:
-        state = (torch.tanh(torch.randn(B, H, D)), torch.randn(B, H, D), torch.rand(B, H, D) + 1, torch.randn(B, H, D))
+        shape = (B, H, dim)
+        state = (torch.tanh(torch.randn(shape)), torch.randn(shape), torch.rand(shape) + 1, torch.randn(shape))
     return [x_gates, R], state
 
 
@@ -41,6 +42,18 @@ def test_outputs_states_and_gradients_match_the_float64_reference(length, with_s
     args, state = _inputs(length, with_state)
     errors = compare(slstm_fused, slstm_recurrent, args, state, dtype=torch.float32, differentiable_state=DIFF_STATE)
     assert len(errors) == 1 + 4 + 2 + 3 * with_state
+    bad = {name: e for name, e in errors.items() if not e < TOL}
+    assert not bad, bad
+
+
+def test_heads_too_wide_for_r_on_chip_read_r_from_memory_and_stay_exact():
+    """D = 96 pads to a 128-wide block, past R_ON_CHIP_MAX: the kernels stream R from memory at every step."""
+    from kernels.triton.slstm.fused import R_ON_CHIP_MAX
+
+    assert R_ON_CHIP_MAX < 96
+    torch.manual_seed(11)
+    args, state = _inputs(5, with_state=True, dim=96)
+    errors = compare(slstm_fused, slstm_recurrent, args, state, dtype=torch.float32, differentiable_state=DIFF_STATE)
     bad = {name: e for name, e in errors.items() if not e < TOL}
     assert not bad, bad
 

@@ -8,7 +8,9 @@ The math is that of :func:`kernels.reference.slstm.slstm_step` (the definition):
 
 It is strictly sequential, so each program owns a block of ``BB`` batch rows of one head and walks all ``T`` steps
 with the four recurrent matrices ``R[h, g]`` and the state ``(h, c, n, m)`` on chip: one launch for the whole
-sequence (forward) and one for the backward, instead of one per step.
+sequence (forward) and one for the backward, instead of one per step. Heads wider than ``R_ON_CHIP_MAX`` (64) keep
+the state on chip but read ``R`` from L2 at every step (``R_STREAM``): four float32 128 x 128 tiles do not fit in
+shared memory.
 
 * ``_slstm_fwd_kernel``: writes ``h_t`` (dtype of ``x_gates``), the final state and, for the backward, the float32
   states ``h, c, n, m`` of every step.
@@ -46,6 +48,12 @@ def _tanh(x):
 
 
 @triton.jit
+def _load_r(r, r_off, mask_dd, g: tl.constexpr, D: tl.constexpr):
+    """The ``D x D`` recurrent matrix of gate ``g`` of this program's head, as float32."""
+    return tl.load(r + r_off + g * D * D, mask=mask_dd, other=0.0).to(tl.float32)
+
+
+@triton.jit
 def _slstm_fwd_kernel(
     x, r, h0, c0, n0, m0,  # x_gates [B, T, H, 4, D], R [H, 4, D, D], initial state [B, H, D] each
     out, ht, ct, nt, mt,  # output [B, T, H, D], final state
@@ -53,6 +61,7 @@ def _slstm_fwd_kernel(
     B, T,
     H: tl.constexpr, D: tl.constexpr, BB: tl.constexpr, BD: tl.constexpr,
     HAS_INIT: tl.constexpr, STORE_FINAL: tl.constexpr, STORE_STATES: tl.constexpr, PRECISION: tl.constexpr,
+    R_STREAM: tl.constexpr,
 ):  # fmt: skip
     i_b = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -63,10 +72,11 @@ def _slstm_fwd_kernel(
     mask_bd = mask_b[:, None] & mask_d[None, :]
     mask_dd = mask_d[:, None] & mask_d[None, :]
     r_off = i_h * 4 * D * D + o_d[:, None] * D + o_d[None, :]
-    r_i = tl.load(r + r_off, mask=mask_dd, other=0.0).to(tl.float32)
-    r_f = tl.load(r + r_off + D * D, mask=mask_dd, other=0.0).to(tl.float32)
-    r_z = tl.load(r + r_off + 2 * D * D, mask=mask_dd, other=0.0).to(tl.float32)
-    r_o = tl.load(r + r_off + 3 * D * D, mask=mask_dd, other=0.0).to(tl.float32)
+    if not R_STREAM:  # R stays on chip for the whole sequence
+        r_i = _load_r(r, r_off, mask_dd, 0, D)
+        r_f = _load_r(r, r_off, mask_dd, 1, D)
+        r_z = _load_r(r, r_off, mask_dd, 2, D)
+        r_o = _load_r(r, r_off, mask_dd, 3, D)
 
     s_off = (o_b[:, None] * H + i_h) * D + o_d[None, :]
     if HAS_INIT:
@@ -87,10 +97,16 @@ def _slstm_fwd_kernel(
         pre_f = tl.load(x + x_off + D, mask=mask_bd, other=0.0).to(tl.float32)
         pre_z = tl.load(x + x_off + 2 * D, mask=mask_bd, other=0.0).to(tl.float32)
         pre_o = tl.load(x + x_off + 3 * D, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_i += tl.dot(h, r_i, input_precision=PRECISION)
-        pre_f += tl.dot(h, r_f, input_precision=PRECISION)
-        pre_z += tl.dot(h, r_z, input_precision=PRECISION)
-        pre_o += tl.dot(h, r_o, input_precision=PRECISION)
+        if R_STREAM:  # too wide for shared memory: read each gate's R from L2 at every step
+            pre_i += tl.dot(h, _load_r(r, r_off, mask_dd, 0, D), input_precision=PRECISION)
+            pre_f += tl.dot(h, _load_r(r, r_off, mask_dd, 1, D), input_precision=PRECISION)
+            pre_z += tl.dot(h, _load_r(r, r_off, mask_dd, 2, D), input_precision=PRECISION)
+            pre_o += tl.dot(h, _load_r(r, r_off, mask_dd, 3, D), input_precision=PRECISION)
+        else:
+            pre_i += tl.dot(h, r_i, input_precision=PRECISION)
+            pre_f += tl.dot(h, r_f, input_precision=PRECISION)
+            pre_z += tl.dot(h, r_z, input_precision=PRECISION)
+            pre_o += tl.dot(h, r_o, input_precision=PRECISION)
 
         logf = _logsigmoid(pre_f)
         m_new = tl.maximum(pre_i, logf + m)
@@ -123,7 +139,7 @@ def _slstm_bwd_kernel(
     dx, dh0, dc0, dn0,  # gradients of x_gates (float32) and of the initial (h, c, n)
     B, T,
     H: tl.constexpr, D: tl.constexpr, BB: tl.constexpr, BD: tl.constexpr,
-    HAS_INIT: tl.constexpr, HAS_DFINAL: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_INIT: tl.constexpr, HAS_DFINAL: tl.constexpr, PRECISION: tl.constexpr, R_STREAM: tl.constexpr,
 ):  # fmt: skip
     i_b = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -134,10 +150,11 @@ def _slstm_bwd_kernel(
     mask_bd = mask_b[:, None] & mask_d[None, :]
     mask_dd = mask_d[:, None] & mask_d[None, :]
     r_off = i_h * 4 * D * D + o_d[:, None] * D + o_d[None, :]
-    r_i = tl.load(r + r_off, mask=mask_dd, other=0.0).to(tl.float32)
-    r_f = tl.load(r + r_off + D * D, mask=mask_dd, other=0.0).to(tl.float32)
-    r_z = tl.load(r + r_off + 2 * D * D, mask=mask_dd, other=0.0).to(tl.float32)
-    r_o = tl.load(r + r_off + 3 * D * D, mask=mask_dd, other=0.0).to(tl.float32)
+    if not R_STREAM:  # R stays on chip for the whole sequence
+        r_i = _load_r(r, r_off, mask_dd, 0, D)
+        r_f = _load_r(r, r_off, mask_dd, 1, D)
+        r_z = _load_r(r, r_off, mask_dd, 2, D)
+        r_o = _load_r(r, r_off, mask_dd, 3, D)
 
     s_off = (o_b[:, None] * H + i_h) * D + o_d[None, :]
     if HAS_DFINAL:
@@ -178,10 +195,16 @@ def _slstm_bwd_kernel(
         pre_f = tl.load(x + x_off + D, mask=mask_bd, other=0.0).to(tl.float32)
         pre_z = tl.load(x + x_off + 2 * D, mask=mask_bd, other=0.0).to(tl.float32)
         pre_o = tl.load(x + x_off + 3 * D, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_i += tl.dot(h_prev, r_i, input_precision=PRECISION)
-        pre_f += tl.dot(h_prev, r_f, input_precision=PRECISION)
-        pre_z += tl.dot(h_prev, r_z, input_precision=PRECISION)
-        pre_o += tl.dot(h_prev, r_o, input_precision=PRECISION)
+        if R_STREAM:
+            pre_i += tl.dot(h_prev, _load_r(r, r_off, mask_dd, 0, D), input_precision=PRECISION)
+            pre_f += tl.dot(h_prev, _load_r(r, r_off, mask_dd, 1, D), input_precision=PRECISION)
+            pre_z += tl.dot(h_prev, _load_r(r, r_off, mask_dd, 2, D), input_precision=PRECISION)
+            pre_o += tl.dot(h_prev, _load_r(r, r_off, mask_dd, 3, D), input_precision=PRECISION)
+        else:
+            pre_i += tl.dot(h_prev, r_i, input_precision=PRECISION)
+            pre_f += tl.dot(h_prev, r_f, input_precision=PRECISION)
+            pre_z += tl.dot(h_prev, r_z, input_precision=PRECISION)
+            pre_o += tl.dot(h_prev, r_o, input_precision=PRECISION)
 
         dh += tl.load(dout + h_off, mask=mask_bd, other=0.0).to(tl.float32)
         o_gate = tl.sigmoid(pre_o)
@@ -200,10 +223,16 @@ def _slstm_bwd_kernel(
         tl.store(dx + x_off + 2 * D, d_z, mask=mask_bd)
         tl.store(dx + x_off + 3 * D, d_o, mask=mask_bd)
 
-        dh = tl.dot(d_i, tl.trans(r_i), input_precision=PRECISION)
-        dh += tl.dot(d_f, tl.trans(r_f), input_precision=PRECISION)
-        dh += tl.dot(d_z, tl.trans(r_z), input_precision=PRECISION)
-        dh += tl.dot(d_o, tl.trans(r_o), input_precision=PRECISION)
+        if R_STREAM:
+            dh = tl.dot(d_i, tl.trans(_load_r(r, r_off, mask_dd, 0, D)), input_precision=PRECISION)
+            dh += tl.dot(d_f, tl.trans(_load_r(r, r_off, mask_dd, 1, D)), input_precision=PRECISION)
+            dh += tl.dot(d_z, tl.trans(_load_r(r, r_off, mask_dd, 2, D)), input_precision=PRECISION)
+            dh += tl.dot(d_o, tl.trans(_load_r(r, r_off, mask_dd, 3, D)), input_precision=PRECISION)
+        else:
+            dh = tl.dot(d_i, tl.trans(r_i), input_precision=PRECISION)
+            dh += tl.dot(d_f, tl.trans(r_f), input_precision=PRECISION)
+            dh += tl.dot(d_z, tl.trans(r_z), input_precision=PRECISION)
+            dh += tl.dot(d_o, tl.trans(r_o), input_precision=PRECISION)
         dc = dc * f_gate
         dn = dn * f_gate
 
@@ -215,6 +244,11 @@ def _slstm_bwd_kernel(
 
 def _num_warps(bd: int) -> int:
     return 8 if bd >= 128 else 4
+
+
+R_ON_CHIP_MAX = 64
+"""Widest head whose four float32 ``R`` tiles stay on chip for the whole sequence (4 x 64 x 64 x 4 B = 64 KB); wider
+heads (128: 256 KB, over sm_90's 227 KB of shared memory) read ``R`` from L2 at every step instead."""
 
 
 def slstm_fused_fwd(
@@ -251,7 +285,7 @@ def slstm_fused_fwd(
         batch, length,
         H=heads, D=dim, BB=BB, BD=bd,
         HAS_INIT=has_init, STORE_FINAL=output_final_state, STORE_STATES=store_states,
-        PRECISION=dot_precision(x_gates.dtype), num_warps=_num_warps(bd), num_stages=1,
+        PRECISION=dot_precision(x_gates.dtype), R_STREAM=bd > R_ON_CHIP_MAX, num_warps=_num_warps(bd), num_stages=1,
     )  # fmt: skip
     return out, final, states
 
@@ -289,7 +323,7 @@ def slstm_fused_bwd(
         batch, length,
         H=heads, D=dim, BB=BB, BD=bd,
         HAS_INIT=has_init, HAS_DFINAL=has_dfinal,
-        PRECISION=dot_precision(x_gates.dtype), num_warps=_num_warps(bd), num_stages=1,
+        PRECISION=dot_precision(x_gates.dtype), R_STREAM=bd > R_ON_CHIP_MAX, num_warps=_num_warps(bd), num_stages=1,
     )  # fmt: skip
     # dR[h, g] = sum_{b, t} h_{t-1}^T dx_gates[g]: one batched product over all steps.
     h_first = initial_state[0][:, None] if has_init else torch.zeros(batch, 1, heads, dim, device=dev, dtype=f32)
