@@ -95,6 +95,13 @@ def _mlstm_triton(*args, **kwargs):
     return mlstm_chunk(*args, **kwargs)
 
 
+def _mlstm_sequential(*args, **kwargs):
+    """The mLSTM kernels without the chunk-parallel split (one program per (batch, head) walks the chunks)."""
+    from kernels.triton.mlstm import mlstm_chunk
+
+    return mlstm_chunk(*args, split=False, **kwargs)
+
+
 def _chunk_flops(b, t, h, d, chunk=64):
     # per chunk of L tokens: q k^T and P v (2 L^2 D each, causal half counted whole), q C and k^T v (2 L D^2 each)
     return b * h * t * (4 * chunk * d + 4 * d * d)
@@ -154,6 +161,16 @@ OPS = {
         name="mlstm",
         make=_mlstm_make,
         triton=_mlstm_triton,
+        reference=reference.mlstm_chunkwise,
+        spec=reference.mlstm_chunkwise,
+        differentiable_state=(True, True, False),
+        bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2 * 2),
+        flops_fwd=_chunk_flops,
+    ),
+    "mlstm_sequential": Op(
+        name="mlstm_sequential",
+        make=_mlstm_make,
+        triton=_mlstm_sequential,
         reference=reference.mlstm_chunkwise,
         spec=reference.mlstm_chunkwise,
         differentiable_state=(True, True, False),

@@ -1,8 +1,9 @@
 """The mLSTM chunkwise Triton kernels against the float64 recurrent reference, on CPU under ``TRITON_INTERPRET=1``.
 
 Outputs, final states and the gradients of every input and of the initial ``(C, n)``; ragged tails, ``T = 1``,
-several chunks, state carry-over, and gates of +-50. The kernel entry point is called directly on CPU tensors (the
-public op sends CPU tensors to the reference).
+several chunks, state carry-over, and gates of +-50. Every case runs on both the sequential kernels
+(``split=False``) and the split ones (``split=True``, parallel over chunks), whichever the shape heuristic would pick.
+The kernel entry point is called directly on CPU tensors (the public op sends CPU tensors to the reference).
 """
 
 from __future__ import annotations
@@ -18,28 +19,32 @@ pytest.importorskip("triton", reason="Triton is not installed (pip install trito
 
 from kernels.reference import mlstm_recurrent
 from kernels.triton.mlstm import mlstm_chunk
-from kernels.triton.testing import compare, rel_err
+from kernels.triton.mlstm.chunk import _state_tiles, _use_split
+from kernels.triton.testing import compare, rel_err, run_with_grads
 
 B, H, K, V = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured ~1e-6)
+SPLITS = pytest.mark.parametrize("split", [False, True], ids=["sequential", "split"])
 
 
-def _inputs(length: int, with_state: bool, stress: bool = False):
-    q, k, v = torch.randn(B, length, H, K), torch.randn(B, length, H, K), torch.randn(B, length, H, V)
+def _inputs(length: int, with_state: bool, stress: bool = False, k_dim: int = K, v_dim: int = V):
+    q, k = torch.randn(B, length, H, k_dim), torch.randn(B, length, H, k_dim)
+    v = torch.randn(B, length, H, v_dim)
     if stress:
         i = (torch.randint(0, 2, (B, length, H)) * 2 - 1) * 50.0
         f = (torch.rand(B, length, H) * 2 - 1) * 50.0
     else:
         i, f = 3 * torch.randn(B, length, H), 2 + 2 * torch.randn(B, length, H)
-    state = (torch.randn(B, H, K, V), torch.randn(B, H, K), torch.randn(B, H)) if with_state else None
+    state = (torch.randn(B, H, k_dim, v_dim), torch.randn(B, H, k_dim), torch.randn(B, H)) if with_state else None
     return [q, k, v, i, f], state
 
 
+@SPLITS
 @pytest.mark.parametrize(
     ("length", "with_state", "chunk_size"),
     [(1, False, 16), (1, True, 16), (7, True, 16), (40, True, 16), (33, False, 16), (50, True, 64)],
 )
-def test_outputs_states_and_gradients_match_the_float64_reference(length, with_state, chunk_size):
+def test_outputs_states_and_gradients_match_the_float64_reference(length, with_state, chunk_size, split):
     torch.manual_seed(length + 100 * with_state)
     args, state = _inputs(length, with_state)
     errors = compare(
@@ -49,14 +54,15 @@ def test_outputs_states_and_gradients_match_the_float64_reference(length, with_s
         state,
         dtype=torch.float32,
         differentiable_state=(True, True, False),
-        form_kwargs={"chunk_size": chunk_size},
+        form_kwargs={"chunk_size": chunk_size, "split": split},
     )
     assert len(errors) == 1 + 3 + 5 + 2 * with_state
     bad = {name: e for name, e in errors.items() if not e < TOL}
     assert not bad, bad
 
 
-def test_extreme_gates_stay_finite_and_exact():
+@SPLITS
+def test_extreme_gates_stay_finite_and_exact(split):
     torch.manual_seed(5)
     args, state = _inputs(37, with_state=False, stress=True)
     errors = compare(
@@ -66,32 +72,88 @@ def test_extreme_gates_stay_finite_and_exact():
         state,
         dtype=torch.float32,
         differentiable_state=(True, True, False),
-        form_kwargs={"chunk_size": 16},
+        form_kwargs={"chunk_size": 16, "split": split},
     )
     bad = {name: e for name, e in errors.items() if not e < 1e-3}
     assert not bad, bad
 
 
-def test_two_calls_carrying_the_state_equal_one_call():
+@SPLITS
+def test_two_calls_carrying_the_state_equal_one_call(split):
     torch.manual_seed(6)
     (q, k, v, i, f), _ = _inputs(30, with_state=False)
-    whole, final = mlstm_chunk(q, k, v, i, f, output_final_state=True, chunk_size=16)
-    first, mid = mlstm_chunk(q[:, :13], k[:, :13], v[:, :13], i[:, :13], f[:, :13], output_final_state=True)
-    second, end = mlstm_chunk(
-        q[:, 13:], k[:, 13:], v[:, 13:], i[:, 13:], f[:, 13:], initial_state=mid, output_final_state=True
+    whole, final = mlstm_chunk(q, k, v, i, f, output_final_state=True, chunk_size=16, split=split)
+    first, mid = mlstm_chunk(
+        q[:, :13], k[:, :13], v[:, :13], i[:, :13], f[:, :13], output_final_state=True, chunk_size=16, split=split
     )
+    second, end = mlstm_chunk(
+        q[:, 13:], k[:, 13:], v[:, 13:], i[:, 13:], f[:, 13:], initial_state=mid, output_final_state=True,
+        chunk_size=16, split=split,
+    )  # fmt: skip
     assert rel_err(torch.cat([first, second], dim=1), whole) < 1e-5
     for a, b in zip(end, final, strict=True):
         assert rel_err(a, b) < 1e-5
 
 
-def test_bf16_inputs_give_bf16_outputs_and_float32_states():
+@SPLITS
+def test_bf16_inputs_give_bf16_outputs_and_float32_states(split):
     torch.manual_seed(7)
     args, _ = _inputs(20, with_state=False)
-    h, (c, n, m) = mlstm_chunk(*(a.bfloat16() for a in args), output_final_state=True)
+    h, (c, n, m) = mlstm_chunk(*(a.bfloat16() for a in args), output_final_state=True, chunk_size=16, split=split)
     assert h.dtype == torch.bfloat16 and c.dtype == n.dtype == m.dtype == torch.float32
     want, _ = mlstm_recurrent(*(a.double() for a in args))
     assert rel_err(h, want) < 1e-2
+
+
+@SPLITS
+def test_wide_ragged_heads_split_the_state_over_tiles(split):
+    # K = 40, V = 72 give 64- and 128-wide blocks: the split path's recurrences then run 2 x 4 tiles of 32 x 32
+    # per (batch, head), masked at the ragged edges, and the chunk is capped at 32 tokens (a 128-wide tile).
+    assert _state_tiles(B * H, 64, 128) == (32, 32)
+    torch.manual_seed(9)
+    args, state = _inputs(45, with_state=True, k_dim=40, v_dim=72)
+    errors = compare(
+        mlstm_chunk,
+        mlstm_recurrent,
+        args,
+        state,
+        dtype=torch.float32,
+        differentiable_state=(True, True, False),
+        form_kwargs={"chunk_size": 16, "split": split},
+    )
+    bad = {name: e for name, e in errors.items() if not e < TOL}
+    assert not bad, bad
+
+
+def test_split_and_sequential_paths_agree():
+    torch.manual_seed(10)
+    args, state = _inputs(50, with_state=True)
+    runs = [
+        run_with_grads(
+            mlstm_chunk,
+            args,
+            state,
+            dtype=torch.float32,
+            state_dtype=torch.float32,
+            differentiable_state=(True, True, False),
+            chunk_size=16,
+            split=split,
+        )
+        for split in (False, True)
+    ]
+    (h0, s0, g0), (h1, s1, g1) = runs
+    for a, b in zip([h0, *s0, *g0], [h1, *s1, *g1], strict=True):
+        assert rel_err(a, b) < 1e-5
+
+
+def test_the_heuristic_splits_long_sequences_over_few_heads():
+    # (B, T, H, D) -> chunks of 64 tokens (32 at D = 128): split where few (batch, head) pairs walk many chunks.
+    assert not _use_split(1024 * 4, 1)  # (1024, 64, 4, 64): one chunk, the sequential kernels win
+    assert _use_split(8 * 8, 8192 // 64)  # (8, 8192, 8, 64)
+    assert _use_split(64 * 8, 1024 // 64)  # (64, 1024, 8, 64)
+    assert _use_split(128 * 4, 512 // 32)  # (128, 512, 4, 128)
+    assert _use_split(256 * 8, 256 // 64)  # (256, 256, 8, 64)
+    assert not _use_split(4096, 4)
 
 
 def test_decode_step_matches_the_reference_step():
