@@ -146,7 +146,11 @@ def test_split_and_sequential_paths_agree():
         assert rel_err(a, b) < 1e-5
 
 
-def test_the_heuristic_splits_long_sequences_over_few_heads():
+def test_the_heuristic_splits_long_sequences_over_few_heads(monkeypatch):
+    from kernels.triton.mlstm import chunk
+
+    assert not _use_split(8 * 8, 8192 // 64), "the split path is opt-in until it is checked on the GPU"
+    monkeypatch.setattr(chunk, "SPLIT_BY_DEFAULT", True)
     # (B, T, H, D) -> chunks of 64 tokens (32 at D = 128): split where few (batch, head) pairs walk many chunks.
     assert not _use_split(1024 * 4, 1)  # (1024, 64, 4, 64): one chunk, the sequential kernels win
     assert _use_split(8 * 8, 8192 // 64)  # (8, 8192, 8, 64)

@@ -51,6 +51,8 @@ Ragged tails are masked, never padded in memory: a token past ``T`` reads ``ĩ =
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -65,6 +67,11 @@ MLSTMState = tuple[Tensor, Tensor, Tensor]
 
 SPLIT_MAX_HEADS = 4096
 """The split path is used below this many ``(batch, head)`` pairs (see :func:`_use_split`)."""
+
+SPLIT_BY_DEFAULT = os.environ.get("TSFM_MLSTM_SPLIT", "0") == "1"
+"""Whether ``split=None`` may pick the split path. Off until the split kernels have been checked against the float64
+reference and timed on the H200 (they are exact under ``TRITON_INTERPRET=1`` and compile for sm_90, but Triton 3.6
+has miscompiled kernels of ours before); ``TSFM_MLSTM_SPLIT=1`` or ``split=True`` turns them on."""
 
 
 @triton.jit
@@ -592,7 +599,7 @@ def _use_split(batch_heads: int, n_chunks: int) -> bool:
     pairs, where the sequential kernels alone already fill the GPU many times over (132 SMs, a few resident programs
     each). The bound of 4096 is not tuned; it keeps (256, 256, 8, 64) (2048 pairs, 4 chunks) on the split path.
     """
-    return n_chunks >= 2 and batch_heads < SPLIT_MAX_HEADS
+    return SPLIT_BY_DEFAULT and n_chunks >= 2 and batch_heads < SPLIT_MAX_HEADS
 
 
 def _state_tiles(batch_heads: int, bk: int, bv: int) -> tuple[int, int]:
