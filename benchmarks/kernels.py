@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels import reference
-from kernels.triton.testing import compare
+from kernels.triton.testing import as_tuple, compare, rel_err
 
 SHAPES = [(1024, 64, 4, 64), (256, 256, 8, 64), (64, 1024, 8, 64), (128, 512, 4, 128), (8, 8192, 8, 64)]
 TOL = {torch.bfloat16: 1e-2, torch.float32: 1e-3}
@@ -247,6 +247,77 @@ def check(op: Op, device: str) -> list[dict]:
     return rows
 
 
+DECODE_STEPS = {
+    "mlstm": ("mlstm_step", "mlstm_step"),
+    "ssd": ("ssd_step", "ssd_step"),
+    "gated_delta_rule": ("gated_delta_rule_step", "gated_delta_rule_step"),
+    "slstm": ("slstm_step", "slstm_step"),
+}
+"""Per op: the name of its one-token decode function in :mod:`kernels.ops` (dispatches CUDA tensors to our decode
+kernels) and in :mod:`kernels.reference`."""
+
+
+def _token(args: list, b: int, t: int, index: int) -> list:
+    """The inputs of token ``index``: every ``[B, T, ...]`` tensor sliced at it, the rest (``A``, ``R``) as they are."""
+    return [a[:, index] if a.dim() >= 2 and tuple(a.shape[:2]) == (b, t) else a for a in args]
+
+
+def check_decode(op: Op, device: str, tokens: int = 8) -> list[dict]:
+    """Our decode kernels over ``tokens`` consecutive tokens from a random state against the float64 reference step.
+
+    Every token's output and the state after the last one, by relative L2 error, bf16 and fp32 inputs.
+    """
+    from kernels import ops
+
+    ours_step, ref_step = (getattr(m, n) for m, n in zip((ops, reference), DECODE_STEPS[op.name], strict=True))
+    rows = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for b, _, h, d, _ in op.check_shapes:
+            torch.manual_seed(b + d)
+            args, state = op.make(b, tokens, h, d, torch.float32, "cpu", with_state=True)
+            # the reference sees the kernel's (rounded) inputs, as in the sequence check
+            ref_args = [a.to(dtype).double() for a in args]
+            ref_state = tuple(s.double() for s in state) if isinstance(state, tuple) else state.double()
+            dev_args = [a.to(device, dtype if a.is_floating_point() else a.dtype) for a in args]
+            dev_state = tuple(s.to(device) for s in state) if isinstance(state, tuple) else state.to(device)
+            worst = 0.0
+            with torch.no_grad():
+                for index in range(tokens):
+                    got, dev_state = ours_step(*_token(dev_args, b, tokens, index), dev_state)
+                    want, ref_state = ref_step(*_token(ref_args, b, tokens, index), ref_state)
+                    worst = max(worst, rel_err(got, want))
+            for got_s, want_s in zip(as_tuple(dev_state), as_tuple(ref_state), strict=True):
+                worst = max(worst, rel_err(got_s, want_s))
+            ok = worst <= TOL[dtype] and not math.isnan(worst)
+            rows.append(
+                dict(
+                    op=f"{op.name}_step",
+                    dtype=str(dtype).split(".")[-1],
+                    shape=[b, tokens, h, d],
+                    ok=ok,
+                    worst=float(f"{worst:.2e}"),
+                )
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def time_decode(op: Op, shape: tuple[int, int, int, int], device: str) -> dict:
+    """Median time of one decode token (bf16 inputs, fp32 state): our decode kernel and the reference step."""
+    from kernels import ops
+
+    b, _, h, d = shape
+    ours_step, ref_step = (getattr(m, n) for m, n in zip((ops, reference), DECODE_STEPS[op.name], strict=True))
+    args, state = op.make(b, 1, h, d, torch.bfloat16, device, with_state=True)
+    token = _token(args, b, 1, 0)
+    row = dict(op=f"{op.name}_step", shape=list(shape))
+    with torch.no_grad():
+        row["ours_us"] = _bench(lambda: ours_step(*token, state)) * 1e3
+        row["reference_us"] = _bench(lambda: ref_step(*token, state)) * 1e3
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def select_shapes(shapes: tuple[tuple[int, int, int, int], ...], choice: str) -> list[tuple[int, int, int, int]]:
     """The op's shapes named by ``--shapes``: all, the first two ("small"), or an explicit ``;``-separated list."""
     if choice == "all":
@@ -341,6 +412,7 @@ def main() -> None:
     parser.add_argument("--no-check", action="store_true")
     parser.add_argument("--check-ops", default="", help="check only these ops (default: every timed op)")
     parser.add_argument("--reference-ops", default="", help="time the reference of these ops only (default: all)")
+    parser.add_argument("--decode", action="store_true", help="also check and time the one-token decode kernels")
     parser.add_argument("--peers", default="", help="folder holding peer_kernels_driver.sh to run after ours")
     opts = parser.parse_args()
     device = "cuda"
@@ -353,9 +425,12 @@ def main() -> None:
     print(header, flush=True)
     bandwidth, flop_rate = ceilings(device)
     print(f"copy {bandwidth / 1e12:.2f} TB/s, bf16 matmul {flop_rate / 1e12:.0f} TFLOP/s", flush=True)
-    checks, rows, ref_rows = [], [], {}
+    checks, rows, ref_rows, decode_rows = [], [], {}, []
     for name in opts.ops.split(","):
         op = OPS[name]
+        if opts.decode and name in DECODE_STEPS:
+            checks += check_decode(op, device)
+            decode_rows.append(time_decode(op, (256, 1, 8, 64), device))
         if not opts.no_check and (not opts.check_ops or name in opts.check_ops.split(",")):
             checks += check(op, device)
         for shape in select_shapes(op.shapes, opts.shapes):
@@ -374,7 +449,7 @@ def main() -> None:
                     ref_rows[(name, shape)] = ref
         torch.cuda.empty_cache()
     with open(out / "kernels.jsonl", "w") as fh:
-        for r in checks + rows:
+        for r in checks + rows + decode_rows:
             fh.write(json.dumps(r) + "\n")
     if opts.peers:
         subprocess.run(["bash", str(Path(opts.peers) / "peer_kernels_driver.sh")], check=False)
@@ -384,7 +459,14 @@ def main() -> None:
         "outputs + states + all gradients vs float64)"
     ]
     check_lines += [f"  FAILED {json.dumps(c)}" for c in failed]
-    text = "\n".join([header, *check_lines, "", table(rows, ref_rows), "", f"elapsed {time.time() - start:.0f} s"])
+    decode_lines = [
+        f"decode {r['op']} B,H,D={r['shape'][0]},{r['shape'][2]},{r['shape'][3]}: ours {r['ours_us']:.1f} us, "
+        f"reference {r['reference_us']:.1f} us per token ({r['reference_us'] / r['ours_us']:.1f}x)"
+        for r in decode_rows
+    ]
+    text = "\n".join(
+        [header, *check_lines, *decode_lines, "", table(rows, ref_rows), "", f"elapsed {time.time() - start:.0f} s"]
+    )
     (out / "kernels.md").write_text(text + "\n")
     print("\n" + text)
 

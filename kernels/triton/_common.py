@@ -35,8 +35,38 @@ def _patch_interpreter_index() -> None:
     interpreter._patch_lang_tensor = patched
 
 
+def _patch_interpreter_bf16_dot() -> None:
+    """Let ``tl.dot`` take bfloat16 operands under Triton 3.6's interpreter.
+
+    The interpreter stores bfloat16 tensors as their raw ``uint16`` bits and its ``create_dot`` multiplies those
+    integers as they are (a 16 x 16 product of ``randn`` comes out ~1e9 off), so a kernel that feeds bf16 operands
+    to the matrix units, as the fast GPU paths do, could not be checked on the CPU. We widen bf16 operands to
+    float32 first, which is exact, and then multiply as the interpreter does for every other dtype.
+    """
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original = builder.create_dot
+    if getattr(original, "_tsfm_bf16_patch", False):
+        return
+    bf16 = interpreter.tl.bfloat16
+
+    def widen(handle):
+        if handle.dtype.scalar != bf16:
+            return handle
+        data = interpreter._convert_float(handle.data, bf16, interpreter.tl.float32, None).view(np.float32)
+        return interpreter.TensorHandle(data, interpreter.tl.float32)
+
+    def patched(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    patched._tsfm_bf16_patch = True
+    builder.create_dot = patched
+
+
 if os.environ.get("TRITON_INTERPRET") == "1":
     _patch_interpreter_index()
+    _patch_interpreter_bf16_dot()
 
 
 def block(n: int, minimum: int = 16) -> int:

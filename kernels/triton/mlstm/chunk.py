@@ -65,13 +65,12 @@ EPS = tl.constexpr(1e-6)
 
 MLSTMState = tuple[Tensor, Tensor, Tensor]
 
-SPLIT_MAX_HEADS = 4096
-"""The split path is used below this many ``(batch, head)`` pairs (see :func:`_use_split`)."""
+SPLIT_MAX_HEADS = 132
+"""The split path is used below this many ``(batch, head)`` pairs (the H200's SM count; see :func:`_use_split`)."""
 
-SPLIT_BY_DEFAULT = os.environ.get("TSFM_MLSTM_SPLIT", "0") == "1"
-"""Whether ``split=None`` may pick the split path. Off until the split kernels have been checked against the float64
-reference and timed on the H200 (they are exact under ``TRITON_INTERPRET=1`` and compile for sm_90, but Triton 3.6
-has miscompiled kernels of ours before); ``TSFM_MLSTM_SPLIT=1`` or ``split=True`` turns them on."""
+SPLIT_BY_DEFAULT = os.environ.get("TSFM_MLSTM_SPLIT", "1") != "0"
+"""Whether ``split=None`` may pick the split path; ``TSFM_MLSTM_SPLIT=0`` keeps every shape on the sequential
+kernels (``split=True`` / ``False`` force either)."""
 
 
 @triton.jit
@@ -590,14 +589,12 @@ def _use_split(batch_heads: int, n_chunks: int) -> bool:
     """Whether to run the split path (parallel over chunks) rather than the sequential one.
 
     The sequential kernels run ``batch * heads`` programs (times a value split in the forward), each walking all
-    ``n_chunks`` chunks with the whole ``O(L^2)`` chunk body on its critical path. With few ``(batch, head)`` pairs
-    and many chunks most of the GPU idles: on the H200, (B, T, H, D) = (8, 8192, 8, 64), (64, 1024, 8, 64) and
-    (128, 512, 4, 128) lost to mlstm_kernels' ``limit_chunk`` (which splits) by 1.3-2.2x in fwd+bwd. The split path
-    pays for its parallelism with a round trip of the per-chunk states (and, in the backward, their gradients)
-    through memory, so it is kept off where it cannot win: a single chunk (nothing to parallelise; there the
-    sequential kernels already beat ``limit_chunk``, e.g. at (1024, 64, 4, 64)) and ``SPLIT_MAX_HEADS`` or more
-    pairs, where the sequential kernels alone already fill the GPU many times over (132 SMs, a few resident programs
-    each). The bound of 4096 is not tuned; it keeps (256, 256, 8, 64) (2048 pairs, 4 chunks) on the split path.
+    ``n_chunks`` chunks with the whole ``O(L^2)`` chunk body on its critical path; with fewer pairs than SMs most of
+    the GPU idles. The split path pays for its parallelism with a round trip of the per-chunk states (and, in the
+    backward, their gradients) through memory. Measured on the H200 (bf16, fwd / fwd+bwd ms, sequential -> split):
+    (8, 8192, 8, 64), 64 pairs: 0.91 / 5.31 -> 0.78 / 4.00; but (256, 256, 8, 64), 2048 pairs: 0.40 / 3.36 -> 0.56 /
+    3.28, (64, 1024, 8, 64), 512 pairs: 0.40 / 3.34 -> 0.59 / 3.63 and (128, 512, 4, 128): 0.86 / 3.49 -> 0.90 /
+    6.07. So: split below ``SPLIT_MAX_HEADS`` pairs (the 132 SMs of an H200) with at least two chunks.
     """
     return SPLIT_BY_DEFAULT and n_chunks >= 2 and batch_heads < SPLIT_MAX_HEADS
 
