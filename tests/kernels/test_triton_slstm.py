@@ -86,6 +86,34 @@ def test_bf16_inputs_give_bf16_outputs_and_float32_states():
     assert rel_err(h, want) < 1e-2
 
 
+@pytest.mark.parametrize("with_state", [False, True])
+def test_bf16_gradients_with_the_bf16_products_of_dr_match_the_float64_reference(with_state):
+    """bf16 inputs: ``dx_gates`` is written in bf16 and ``dR`` multiplies bf16 operands (float32 sums)."""
+    torch.manual_seed(9 + with_state)
+    args, state = _inputs(12, with_state=with_state, dim=32)
+    errors = compare(slstm_fused, slstm_recurrent, args, state, dtype=torch.bfloat16, differentiable_state=DIFF_STATE)
+    bad = {name: e for name, e in errors.items() if not e < 1e-2}
+    assert not bad, bad
+
+
+def test_dr_split_over_several_row_slices_with_a_ragged_last_slice_is_exact():
+    """520 rows ``(b, t)``: two slices of 320 and 200 rows, each program's partial ``dR`` summed by the caller."""
+    from kernels.triton.slstm.fused import _dr_slices
+
+    batch, length = 4, 130
+    assert _dr_slices(batch * length, H, 64) == (2, 320)
+    torch.manual_seed(12)
+    x_gates = 2 * torch.randn(batch, length, H, 4, D)
+    R = 0.3 * torch.randn(H, 4, D, D)
+    state = tuple(torch.randn(batch, H, D) for _ in range(3)) + (torch.randn(batch, H, D),)
+    state = (torch.tanh(state[0]), state[1], state[2].abs() + 1, state[3])
+    errors = compare(
+        slstm_fused, slstm_recurrent, [x_gates, R], state, dtype=torch.float32, differentiable_state=DIFF_STATE
+    )
+    bad = {name: e for name, e in errors.items() if not e < TOL}
+    assert not bad, bad
+
+
 def test_decode_step_matches_the_reference_step():
     from kernels.reference import slstm_step as reference_step
     from kernels.triton.slstm import slstm_step

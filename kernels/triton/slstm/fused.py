@@ -16,8 +16,13 @@ shared memory.
   states ``h, c, n, m`` of every step.
 * ``_slstm_bwd_kernel``: walks the steps in reverse with ``dh, dc, dn`` on chip, recomputes each step's gates from
   the stored ``h_{t-1}`` and writes the gate gradients ``dx_gates`` (which are also the gradients of the
-  pre-activations). ``dR = sum_{b,t} h_{t-1}^T dx_gates`` is then one batched matrix product outside the kernel:
-  keeping four ``D x D`` float32 accumulators on chip beside ``R`` would not fit the registers.
+  pre-activations) in the dtype of ``x_gates``.
+* ``_slstm_dr_kernel``: ``dR = sum_{b,t} h_{t-1}^T dx_gates``, split over slices of the ``B * T`` rows (bf16
+  products for bf16 inputs), the partial sums added by the caller. Keeping four ``D x D`` float32 accumulators on
+  chip beside ``R`` in the backward would not fit the registers.
+
+Both recurrent kernels load a step's inputs (gates, output gradient, stored state) one step ahead, so their memory
+latency overlaps the previous step's work: a step of a small batch takes a few microseconds, mostly latency.
 
 The stabiliser ``m`` carries no gradient; ``h, c, n`` of the initial state get theirs.
 """
@@ -51,6 +56,43 @@ def _tanh(x):
 def _load_r(r, r_off, mask_dd, g: tl.constexpr, D: tl.constexpr):
     """The ``D x D`` recurrent matrix of gate ``g`` of this program's head, as float32."""
     return tl.load(r + r_off + g * D * D, mask=mask_dd, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _load_gates(x, o_b, o_d, t, T, H: tl.constexpr, D: tl.constexpr, i_h, mask):
+    """The four gate inputs ``(i, f, z, o)`` of step ``t`` for this program's batch rows, as float32."""
+    x_off = ((o_b[:, None] * T + t) * H + i_h) * 4 * D + o_d[None, :]
+    pre_i = tl.load(x + x_off, mask=mask, other=0.0).to(tl.float32)
+    pre_f = tl.load(x + x_off + D, mask=mask, other=0.0).to(tl.float32)
+    pre_z = tl.load(x + x_off + 2 * D, mask=mask, other=0.0).to(tl.float32)
+    pre_o = tl.load(x + x_off + 3 * D, mask=mask, other=0.0).to(tl.float32)
+    return pre_i, pre_f, pre_z, pre_o
+
+
+@triton.jit
+def _load_prev_state(hs, cs, ns, ms, h0, c0, n0, m0, o_b, o_d, t, T, H: tl.constexpr, D: tl.constexpr, i_h, mask,
+                     HAS_INIT: tl.constexpr):  # fmt: skip
+    """``(h, c, n, m)`` before step ``t``: the stored state of step ``t - 1``, the initial state at ``t = 0``.
+
+    Lanes outside ``mask`` (padding rows and columns) read ``n = 1`` and finite ``m``, so that ``c / n`` and the
+    gate exponentials stay finite there: a NaN in a padding lane would reach real lanes through ``tl.dot``.
+    """
+    prev = ((o_b[:, None] * T + t - 1) * H + i_h) * D + o_d[None, :]
+    stored = mask & (t > 0)
+    h_prev = tl.load(hs + prev, mask=stored, other=0.0)
+    c_prev = tl.load(cs + prev, mask=stored, other=0.0)
+    n_prev = tl.load(ns + prev, mask=stored, other=1.0)
+    m_prev = tl.load(ms + prev, mask=stored, other=0.0)
+    if HAS_INIT:
+        s_off = (o_b[:, None] * H + i_h) * D + o_d[None, :]
+        first = mask & (t == 0)
+        h_prev = tl.where(first, tl.load(h0 + s_off, mask=first, other=0.0).to(tl.float32), h_prev)
+        c_prev = tl.where(first, tl.load(c0 + s_off, mask=first, other=0.0).to(tl.float32), c_prev)
+        n_prev = tl.where(first, tl.load(n0 + s_off, mask=first, other=1.0).to(tl.float32), n_prev)
+        m_prev = tl.where(first, tl.load(m0 + s_off, mask=first, other=0.0).to(tl.float32), m_prev)
+    else:  # the fresh state: m = -inf makes the forget gate of the first step 0, whatever h, c, n hold
+        m_prev = tl.where(t == 0, float("-inf"), m_prev)
+    return h_prev, c_prev, n_prev, m_prev
 
 
 @triton.jit
@@ -90,13 +132,13 @@ def _slstm_fwd_kernel(
         n = tl.zeros([BB, BD], dtype=tl.float32)
         m = tl.full([BB, BD], float("-inf"), dtype=tl.float32)
 
+    # The gate inputs do not depend on the recurrence: each step loads the next step's while it computes this one,
+    # so their memory latency is off the serial path (one step of a small batch takes only a few microseconds).
+    nxt_i, nxt_f, nxt_z, nxt_o = _load_gates(x, o_b, o_d, 0, T, H, D, i_h, mask_bd)
     for t in range(T):
         row = (o_b[:, None] * T + t) * H + i_h
-        x_off = row * 4 * D + o_d[None, :]
-        pre_i = tl.load(x + x_off, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_f = tl.load(x + x_off + D, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_z = tl.load(x + x_off + 2 * D, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_o = tl.load(x + x_off + 3 * D, mask=mask_bd, other=0.0).to(tl.float32)
+        pre_i, pre_f, pre_z, pre_o = nxt_i, nxt_f, nxt_z, nxt_o
+        nxt_i, nxt_f, nxt_z, nxt_o = _load_gates(x, o_b, o_d, t + 1, T, H, D, i_h, mask_bd & (t + 1 < T))
         if R_STREAM:  # too wide for shared memory: read each gate's R from L2 at every step
             pre_i += tl.dot(h, _load_r(r, r_off, mask_dd, 0, D), input_precision=PRECISION)
             pre_f += tl.dot(h, _load_r(r, r_off, mask_dd, 1, D), input_precision=PRECISION)
@@ -136,7 +178,7 @@ def _slstm_fwd_kernel(
 def _slstm_bwd_kernel(
     x, r, h0, c0, n0, m0, hs, cs, ns, ms,  # forward inputs, initial state, stored states
     dout, dht, dct, dnt,  # gradients of the output and of the final (h, c, n)
-    dx, dh0, dc0, dn0,  # gradients of x_gates (float32) and of the initial (h, c, n)
+    dx, dh0, dc0, dn0,  # gradients of x_gates (dtype of x_gates) and of the initial (h, c, n)
     B, T,
     H: tl.constexpr, D: tl.constexpr, BB: tl.constexpr, BD: tl.constexpr,
     HAS_INIT: tl.constexpr, HAS_DFINAL: tl.constexpr, PRECISION: tl.constexpr, R_STREAM: tl.constexpr,
@@ -166,35 +208,26 @@ def _slstm_bwd_kernel(
         dc = tl.zeros([BB, BD], dtype=tl.float32)
         dn = tl.zeros([BB, BD], dtype=tl.float32)
 
+    # Everything a step reads except the recurrence itself (its gate inputs, the output gradient and the stored
+    # state before it) is loaded one step ahead, off the serial path; the state after a step is the state before
+    # the step walked just before it, carried over instead of loaded again.
+    t_last = T - 1
+    _, c_t, n_t, m_t = _load_prev_state(hs, cs, ns, ms, h0, c0, n0, m0, o_b, o_d, T, T, H, D, i_h, mask_bd, False)
+    nxt_x = _load_gates(x, o_b, o_d, t_last, T, H, D, i_h, mask_bd)
+    nxt_prev = _load_prev_state(hs, cs, ns, ms, h0, c0, n0, m0, o_b, o_d, t_last, T, H, D, i_h, mask_bd, HAS_INIT)
+    nxt_dout = tl.load(dout + ((o_b[:, None] * T + t_last) * H + i_h) * D + o_d[None, :], mask=mask_bd, other=0.0)
     for j in range(T):
         t = T - 1 - j
         row = (o_b[:, None] * T + t) * H + i_h
         h_off = row * D + o_d[None, :]
-        if t > 0:
-            prev = h_off - H * D
-            h_prev = tl.load(hs + prev, mask=mask_bd, other=0.0)
-            c_prev = tl.load(cs + prev, mask=mask_bd, other=0.0)
-            n_prev = tl.load(ns + prev, mask=mask_bd, other=0.0)
-            m_prev = tl.load(ms + prev, mask=mask_bd, other=0.0)
-        elif HAS_INIT:
-            h_prev = tl.load(h0 + s_off, mask=mask_bd, other=0.0).to(tl.float32)
-            c_prev = tl.load(c0 + s_off, mask=mask_bd, other=0.0).to(tl.float32)
-            n_prev = tl.load(n0 + s_off, mask=mask_bd, other=0.0).to(tl.float32)
-            m_prev = tl.load(m0 + s_off, mask=mask_bd, other=0.0).to(tl.float32)
-        else:
-            h_prev = tl.zeros([BB, BD], dtype=tl.float32)
-            c_prev = tl.zeros([BB, BD], dtype=tl.float32)
-            n_prev = tl.zeros([BB, BD], dtype=tl.float32)
-            m_prev = tl.full([BB, BD], float("-inf"), dtype=tl.float32)
-        c_t = tl.load(cs + h_off, mask=mask_bd, other=0.0)
-        n_t = tl.load(ns + h_off, mask=mask_bd, other=1.0)
-        m_t = tl.load(ms + h_off, mask=mask_bd, other=0.0)
-
         x_off = row * 4 * D + o_d[None, :]
-        pre_i = tl.load(x + x_off, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_f = tl.load(x + x_off + D, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_z = tl.load(x + x_off + 2 * D, mask=mask_bd, other=0.0).to(tl.float32)
-        pre_o = tl.load(x + x_off + 3 * D, mask=mask_bd, other=0.0).to(tl.float32)
+        pre_i, pre_f, pre_z, pre_o = nxt_x
+        h_prev, c_prev, n_prev, m_prev = nxt_prev
+        b_dout = nxt_dout
+        ahead = mask_bd & (t > 0)
+        nxt_x = _load_gates(x, o_b, o_d, t - 1, T, H, D, i_h, ahead)
+        nxt_prev = _load_prev_state(hs, cs, ns, ms, h0, c0, n0, m0, o_b, o_d, t - 1, T, H, D, i_h, ahead, HAS_INIT)
+        nxt_dout = tl.load(dout + h_off - H * D, mask=ahead, other=0.0)
         if R_STREAM:
             pre_i += tl.dot(h_prev, _load_r(r, r_off, mask_dd, 0, D), input_precision=PRECISION)
             pre_f += tl.dot(h_prev, _load_r(r, r_off, mask_dd, 1, D), input_precision=PRECISION)
@@ -206,7 +239,7 @@ def _slstm_bwd_kernel(
             pre_z += tl.dot(h_prev, r_z, input_precision=PRECISION)
             pre_o += tl.dot(h_prev, r_o, input_precision=PRECISION)
 
-        dh += tl.load(dout + h_off, mask=mask_bd, other=0.0).to(tl.float32)
+        dh += b_dout.to(tl.float32)
         o_gate = tl.sigmoid(pre_o)
         d_o = dh * (c_t / n_t) * o_gate * (1.0 - o_gate)
         dc += dh * o_gate / n_t
@@ -218,10 +251,10 @@ def _slstm_bwd_kernel(
         d_z = dc * i_gate * (1.0 - tz * tz)
         d_f = (dc * c_prev + dn * n_prev) * f_gate * tl.sigmoid(-pre_f)
 
-        tl.store(dx + x_off, d_i, mask=mask_bd)
-        tl.store(dx + x_off + D, d_f, mask=mask_bd)
-        tl.store(dx + x_off + 2 * D, d_z, mask=mask_bd)
-        tl.store(dx + x_off + 3 * D, d_o, mask=mask_bd)
+        tl.store(dx + x_off, d_i.to(dx.dtype.element_ty), mask=mask_bd)
+        tl.store(dx + x_off + D, d_f.to(dx.dtype.element_ty), mask=mask_bd)
+        tl.store(dx + x_off + 2 * D, d_z.to(dx.dtype.element_ty), mask=mask_bd)
+        tl.store(dx + x_off + 3 * D, d_o.to(dx.dtype.element_ty), mask=mask_bd)
 
         if R_STREAM:
             dh = tl.dot(d_i, tl.trans(_load_r(r, r_off, mask_dd, 0, D)), input_precision=PRECISION)
@@ -235,6 +268,7 @@ def _slstm_bwd_kernel(
             dh += tl.dot(d_o, tl.trans(r_o), input_precision=PRECISION)
         dc = dc * f_gate
         dn = dn * f_gate
+        c_t, n_t, m_t = c_prev, n_prev, m_prev
 
     if HAS_INIT:
         tl.store(dh0 + s_off, dh, mask=mask_bd)
@@ -242,8 +276,59 @@ def _slstm_bwd_kernel(
         tl.store(dn0 + s_off, dn, mask=mask_bd)
 
 
+@triton.jit
+def _slstm_dr_kernel(
+    hs, h0, dx, dr,  # stored h [B, T, H, D] (f32), initial h [B, H, D], dx_gates [B, T, H, 4, D], dR [S, H, 4, D, D]
+    B, T, ROWS,
+    H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr,
+    HAS_INIT: tl.constexpr, DOT_BF16: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    """``dR[h, g] = sum_rows h_{t-1}^T dx_gates[g]`` over one slice of ``ROWS`` rows ``(b, t)``, for one (head, gate).
+
+    The reduction runs over all ``B * T`` rows; one matrix product with a reduction that long keeps a few programs
+    busy for milliseconds (cuBLAS picked a 32 x 32 float32 tile for it: 2.4 ms of a 3.9 ms step at (1024, 64, 4,
+    64)), so the rows are split into slices, each program writes its slice's partial sum, and the caller adds them.
+    ``h_{t-1}`` is read from the forward's stored states (the initial state at ``t = 0``), never materialised.
+    """
+    i_s = tl.program_id(0)
+    i_h = tl.program_id(1) // 4
+    g = tl.program_id(1) % 4
+    o_d = tl.arange(0, BD)
+    mask_d = o_d < D
+    acc = tl.zeros([BD, BD], dtype=tl.float32)
+    for r0 in range(0, ROWS, BR):
+        o_r = i_s * ROWS + r0 + tl.arange(0, BR)
+        mask_r = o_r < B * T  # ROWS is a multiple of BR: only the last slice is ragged
+        t = o_r % T
+        stored = (mask_r & (t > 0))[:, None] & mask_d[None, :]
+        h_prev = tl.load(hs + ((o_r[:, None] - 1) * H + i_h) * D + o_d[None, :], mask=stored, other=0.0)
+        if HAS_INIT:
+            first = (mask_r & (t == 0))[:, None] & mask_d[None, :]
+            b_off = ((o_r // T)[:, None] * H + i_h) * D + o_d[None, :]
+            h_prev += tl.load(h0 + b_off, mask=first, other=0.0).to(tl.float32)
+        mask_rd = mask_r[:, None] & mask_d[None, :]
+        d_gate = tl.load(dx + (o_r[:, None] * H + i_h) * 4 * D + g * D + o_d[None, :], mask=mask_rd, other=0.0)
+        if DOT_BF16:
+            acc += tl.dot(tl.trans(h_prev.to(tl.bfloat16)), d_gate.to(tl.bfloat16))
+        else:
+            acc += tl.dot(tl.trans(h_prev), d_gate.to(tl.float32), input_precision=PRECISION)
+    out = ((i_s * H + i_h) * 4 + g) * D * D + o_d[:, None] * D + o_d[None, :]
+    tl.store(dr + out, acc, mask=mask_d[:, None] & mask_d[None, :])
+
+
+def _dr_slices(rows: int, heads: int, row_block: int) -> tuple[int, int]:
+    """``(slices, rows per slice)`` for :func:`_slstm_dr_kernel`: about 4 programs per SM of an H200 (132 SMs) over
+    the ``4 * heads`` (head, gate) pairs, and no slice shorter than 4 row blocks."""
+    slices = max(1, min(triton.cdiv(4 * 132, 4 * heads), rows // (4 * row_block)))
+    per_slice = triton.cdiv(triton.cdiv(rows, slices), row_block) * row_block
+    return triton.cdiv(rows, per_slice), per_slice
+
+
 def _num_warps(bd: int) -> int:
-    return 8 if bd >= 128 else 4
+    """Warps per program: 8 from 64-wide heads on. Compiled for sm_90 at D = 64 (bf16, tf32 products) the backward
+    spills 1.1 KB a thread at 4 warps and none at 8 (255 registers); the forward needs 255 registers at 4 and 128 at
+    8, and on the H200 runs 2-25% faster at 8 (0.64 -> 0.48 ms at (256, 256, 8, 64))."""
+    return 8 if bd >= 64 else 4
 
 
 R_ON_CHIP_MAX = 64
@@ -310,7 +395,7 @@ def slstm_fused_bwd(
     batch, length, heads, _, dim = x_gates.shape
     dev, f32 = x_gates.device, torch.float32
     bd = block(dim)
-    dx = torch.empty(x_gates.shape, device=dev, dtype=f32)
+    dx = torch.empty(x_gates.shape, device=dev, dtype=x_gates.dtype)  # written in the input dtype by the kernel
     has_init = initial_state is not None
     has_dfinal = any(d is not None for d in d_final)
     zeros = torch.zeros(batch, heads, dim, device=dev, dtype=f32)
@@ -318,18 +403,27 @@ def slstm_fused_bwd(
     dinit = tuple(torch.empty(batch, heads, dim, device=dev, dtype=f32) for _ in range(3)) if has_init else None
     init = initial_state if has_init else (dx,) * 4
     grid = (triton.cdiv(batch, BB), heads)
+    precision = dot_precision(x_gates.dtype)
     _slstm_bwd_kernel[grid](
         x_gates, R, *init, *states, dout.contiguous(), *dfinal, dx, *(dinit or (dx,) * 3),
         batch, length,
         H=heads, D=dim, BB=BB, BD=bd,
         HAS_INIT=has_init, HAS_DFINAL=has_dfinal,
-        PRECISION=dot_precision(x_gates.dtype), R_STREAM=bd > R_ON_CHIP_MAX, num_warps=_num_warps(bd), num_stages=1,
+        PRECISION=precision, R_STREAM=bd > R_ON_CHIP_MAX, num_warps=_num_warps(bd), num_stages=1,
     )  # fmt: skip
-    # dR[h, g] = sum_{b, t} h_{t-1}^T dx_gates[g]: one batched product over all steps.
-    h_first = initial_state[0][:, None] if has_init else torch.zeros(batch, 1, heads, dim, device=dev, dtype=f32)
-    h_prev = torch.cat([h_first, states[0][:, :-1]], dim=1)
-    dR = torch.einsum("bthd,bthge->hgde", h_prev, dx)
-    return dx.to(x_gates.dtype), dR.to(R.dtype), dinit
+    # dR[h, g] = sum_{b, t} h_{t-1}^T dx_gates[g], split over slices of rows and summed here.
+    row_block = 64
+    slices, per_slice = _dr_slices(batch * length, heads, row_block)
+    partial = torch.empty(slices, heads, 4, dim, dim, device=dev, dtype=f32)
+    _slstm_dr_kernel[(slices, 4 * heads)](
+        states[0], init[0], dx, partial,
+        batch, length, per_slice,
+        H=heads, D=dim, BD=bd, BR=row_block,
+        HAS_INIT=has_init, DOT_BF16=x_gates.dtype != torch.float32, PRECISION=precision,
+        num_warps=_num_warps(bd), num_stages=2,
+    )  # fmt: skip
+    dR = partial.sum(0)
+    return dx, dR.to(R.dtype), dinit
 
 
 class SLSTMFusedFunction(torch.autograd.Function):
