@@ -6,7 +6,7 @@ depend on values). The recurrent backbones run twice: with our Triton kernels an
 (``kernels.ops.reference_kernels``); the Transformer uses PyTorch's SDPA and runs once.
 Prints a table last and writes ``train_gpu.md`` / ``train_gpu.jsonl`` under ``--out``.
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/train_gpu.py [--steps 20] [--batch-size 256] [--out $OUT]
+    PYTHONUNBUFFERED=1 python3 benchmarks/train_gpu.py [--steps 20] [--specs xlstm[3:1],mamba2] [--out $OUT]
 """
 
 from __future__ import annotations
@@ -68,11 +68,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--presets", default="10M,80M")
+    parser.add_argument("--specs", default=",".join(SPECS), help="backbones to time, comma-separated")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     args = parser.parse_args()
     rows = []
     for preset in args.presets.split(","):
-        for spec in SPECS:
+        for spec in args.specs.split(","):
             for reference in ((False, True) if spec in TRITON_SPECS else (True,)):
                 try:
                     row = time_training(spec, preset, reference=reference, steps=args.steps,
