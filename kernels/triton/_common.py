@@ -64,9 +64,35 @@ def _patch_interpreter_bf16_dot() -> None:
     builder.create_dot = patched
 
 
+def _patch_interpreter_bf16_rounding() -> None:
+    """Make Triton 3.6's interpreter round float32 -> bf16 casts to nearest even, as the GPU does.
+
+    The interpreter truncates, which pushes every rounded value towards zero: the errors of a kernel that rounds its
+    ``tl.dot`` operands to bf16 then add up instead of cancelling and come out about twice the GPU's, so the CPU
+    check would judge a different kernel from the one that runs.
+    """
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original = builder.cast_impl
+    if getattr(original, "_tsfm_rounding_patch", False):
+        return
+    tl = interpreter.tl
+
+    def patched(self, src, dst_type):
+        if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+            return original(self, src, dst_type)
+        wide = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32))
+        return interpreter.TensorHandle(wide.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16), tl.bfloat16)
+
+    patched._tsfm_rounding_patch = True
+    builder.cast_impl = patched
+
+
 if os.environ.get("TRITON_INTERPRET") == "1":
     _patch_interpreter_index()
     _patch_interpreter_bf16_dot()
+    _patch_interpreter_bf16_rounding()
 
 
 def block(n: int, minimum: int = 16) -> int:

@@ -10,6 +10,13 @@ Measured norm-wise relative errors (float32 kernel vs float64 reference, every o
 8e-7 on realistic inputs, 1e-6 with log-decays of ``logsigmoid(+-50)``, 8e-5 on nearly repeated keys with
 ``beta = 1.99`` (an ill-conditioned triangular system; PyTorch's float32 chunkwise reference gets 2e-5 there), and
 4e-3 with bf16 inputs and gradients (the bf16 rounding of the output).
+
+bf16 ``tl.dot`` operands (off: ``DOT_BF16_BY_DEFAULT``; forced on by the ``bf16_dot`` tests), bf16 inputs, with the
+interpreter's float32 -> bf16 casts rounding to nearest as the GPU's do (:mod:`kernels.triton._common`): every output,
+state and gradient <= 4.9e-3 (``dg`` the largest; the tf32 path: <= 3.1e-3 on the same inputs), <= 3.3e-3 at ``K = V =
+128`` with 64-token chunks. Nearly repeated keys (keys 1% apart, no decay, 64 tokens) are ill-conditioned for bf16
+state operands even with the triangular solve and the products with ``T`` kept in float32 operands: up to 1.5e-2
+(``beta = 1``) and 2.6e-2 (``beta = 1.99``) against 1.1e-4 for float32 operands, so no test asks bf16 operands there.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import torch.nn.functional as F
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
 from kernels.reference import gated_delta_rule_recurrent
+from kernels.triton.gated_delta import chunk as gd_chunk_module
 from kernels.triton.gated_delta import gated_delta_chunk
 from kernels.triton.testing import compare, rel_err
 
@@ -203,3 +211,51 @@ def test_decode_step_asked_for_gradients_uses_the_differentiable_kernels():
     (want.sum() + want_state.sum()).backward()
     for got, ref in zip(args, ref_args, strict=True):
         assert rel_err(got.grad, ref.grad) < TOL
+
+
+BF16_DOT_TOL = 1e-2  # bf16 inputs, bf16 dot operands, vs float64 on the same rounded inputs (see the docstring)
+
+
+@pytest.mark.parametrize(
+    ("length", "chunk_size", "beta_max", "k_dim", "v_dim", "stress"),
+    [
+        (20, 16, 2.0, K, V, False),
+        (50, 16, 1.0, K, V, False),
+        (50, 64, 2.0, K, V, False),
+        (70, 64, 1.0, 16, 64, False),
+        (37, 16, 2.0, K, V, True),
+    ],
+)
+def test_bf16_dot_operands_match_the_float64_reference(monkeypatch, length, chunk_size, beta_max, k_dim, v_dim, stress):
+    """The bf16-operand path (``TSFM_GDN_BF16_DOTS``): bf16 inputs, initial state, ragged tails, several chunks,
+    ``beta`` in ``(0, 1)`` and ``(0, 2)``, a value width split over programs and log-decays of ``logsigmoid(+-50)``."""
+    monkeypatch.setattr(gd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
+    assert gd_chunk_module._use_bf16_dots(torch.bfloat16) and not gd_chunk_module._use_bf16_dots(torch.float32)
+    torch.manual_seed(length + chunk_size)
+    args, state = _inputs(length, True, stress=stress, beta_max=beta_max, k_dim=k_dim, v_dim=v_dim)
+    errors = _errors(args, state, chunk_size, dtype=torch.bfloat16)
+    assert len(errors) == 1 + 1 + 5 + 1
+    bad = {name: e for name, e in errors.items() if not e < BF16_DOT_TOL}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("beta_max", [1.0, 2.0])
+def test_bf16_dot_operands_with_128_wide_state_tiles(monkeypatch, beta_max):
+    """``K = V = 128``: 64-token chunks with bf16 operands (two chunks, the second ragged)."""
+    monkeypatch.setattr(gd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
+    assert gd_chunk_module._chunk(100, 64, 128, 128, dot_bf16=True) == 64
+    torch.manual_seed(20 + int(beta_max))
+    args, state = _inputs(100, True, beta_max=beta_max, k_dim=128, v_dim=128, batch=1, heads=1)
+    errors = _errors(args, state, 64, dtype=torch.bfloat16)
+    bad = {name: e for name, e in errors.items() if not e < BF16_DOT_TOL}
+    assert not bad, bad
+
+
+def test_bf16_dot_switch_leaves_float32_inputs_exact(monkeypatch):
+    """float32 inputs never take the bf16-operand path, switch or not."""
+    monkeypatch.setattr(gd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
+    torch.manual_seed(14)
+    args, state = _inputs(40, True)
+    errors = _errors(args, state, 16)
+    bad = {name: e for name, e in errors.items() if not e < TOL}
+    assert not bad, bad

@@ -30,3 +30,16 @@ def test_dot_of_bfloat16_operands_multiplies_their_values_not_their_bits():
     _bf16_dot_kernel[(1,)](a, b, c, N=16)
     want = a.float() @ b.float()  # bf16 products are exact in float32; only the summation order may differ
     assert (c - want).norm() / want.norm() < 1e-6
+
+
+@triton.jit
+def _round_to_bf16_kernel(a, b, N: tl.constexpr):
+    o = tl.arange(0, N)
+    tl.store(b + o, tl.load(a + o).to(tl.bfloat16))
+
+
+def test_float32_to_bf16_casts_round_to_nearest_even_as_on_the_gpu():
+    a = torch.tensor([1 + 2**-8 + 2**-10, 1 + 2**-9, 1 + 3 * 2**-9, -(1 + 2**-8 + 2**-10)] + [0.0] * 12)
+    b = torch.empty(16, dtype=torch.bfloat16)
+    _round_to_bf16_kernel[(1,)](a, b, N=16)
+    assert torch.equal(b, a.bfloat16())  # torch rounds to nearest even; truncation would give 1 + 2**-8, 1, ...

@@ -4,6 +4,17 @@ Outputs, final states and the gradients of every input and of the initial ``(C, 
 several chunks, state carry-over, and gates of +-50. Every case runs on both the sequential kernels
 (``split=False``) and the split ones (``split=True``, parallel over chunks), whichever the shape heuristic would pick.
 The kernel entry point is called directly on CPU tensors (the public op sends CPU tensors to the reference).
+
+bf16 ``tl.dot`` operands (the default for bf16 inputs, off under ``TSFM_MLSTM_BF16_DOTS=0``; forced on here): bf16
+inputs with an initial state and ragged tails, K x V = 40 x 72 (a 128-wide value tile), 64 x 64 (L = 64), 128 x 128 (L
+capped to 32) and gates of +-50, both paths (same errors); tiles narrower than 64 keep float32 operands. Worst
+relative error over the output, the final state and every gradient (the interpreter's bf16 casts round to nearest even
+as on the GPU, :mod:`kernels.triton._common`): 3.8e-3, 3.6e-3, 6.2e-3 (the initial ``n``'s gradient; 4.1e-3 on float32
+operands) and 3.3e-3. On the H200: <= 3.4e-3 at (2, 300, 4, 64) and (3, 64, 2, 128) (split path), 7.4e-3 at (128, 200,
+4, 64) (sequential). For comparison the default path (float32 operands, tf32) on the same bf16 cases: 3.7e-3, 3.7e-3,
+4.1e-3, 3.8e-3: most of the error is the bf16 output, gradients and loss weights themselves. ``dĩ`` and ``df̃`` are
+the ill-conditioned ones (a reverse cumsum of differences): over six other seeds at 64 x 64 the default path reaches
+1.9e-2 in ``df̃`` on one, bf16 operands 3.1e-2 (1.9e-2 again if ``P v`` keeps float32 operands).
 """
 
 from __future__ import annotations
@@ -18,12 +29,15 @@ import torch
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
 from kernels.reference import mlstm_recurrent
+from kernels.triton._common import block
+from kernels.triton.mlstm import chunk as chunk_module
 from kernels.triton.mlstm import mlstm_chunk
-from kernels.triton.mlstm.chunk import _state_tiles, _use_split
+from kernels.triton.mlstm.chunk import _dot_bf16, _state_tiles, _use_split
 from kernels.triton.testing import compare, rel_err, run_with_grads
 
 B, H, K, V = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured ~1e-6)
+BF16_DOT_TOL = 1e-2  # bf16 inputs and bf16 dot operands vs float64 on the same rounded inputs (see the docstring)
 SPLITS = pytest.mark.parametrize("split", [False, True], ids=["sequential", "split"])
 
 
@@ -176,3 +190,47 @@ def test_decode_step_matches_the_reference_step():
         for a, b in zip(got_state, want_state, strict=True):
             assert a.dtype == torch.float32 and rel_err(a, b) < TOL
         state = got_state
+
+
+@pytest.fixture
+def bf16_dots(monkeypatch):
+    """Force the bf16-operand path on (:data:`chunk.DOT_BF16_BY_DEFAULT`, on by default but off under
+    ``TSFM_MLSTM_BF16_DOTS=0``)."""
+    monkeypatch.setattr(chunk_module, "DOT_BF16_BY_DEFAULT", True)
+
+
+@SPLITS
+@pytest.mark.parametrize(
+    ("length", "k_dim", "v_dim", "chunk_size", "stress"),
+    [(45, 40, 72, 16, False), (70, 64, 64, 64, False), (45, 128, 128, 64, False), (37, 64, 64, 16, True)],
+    ids=["K40-V72", "K64-L64", "K128", "stress"],
+)  # fmt: skip
+def test_bf16_dot_operands_match_the_float64_reference(bf16_dots, length, k_dim, v_dim, chunk_size, stress, split):
+    # bf16 inputs with an initial state and a ragged tail: 70 = 64 + 6, and at K = 128 the chunk is capped to 32
+    # tokens (45 = 32 + 13); K40-V72 runs 64- and 128-wide tiles with ragged edges.
+    assert _dot_bf16(torch.bfloat16, block(k_dim), block(v_dim))
+    torch.manual_seed(length + k_dim)
+    args, state = _inputs(length, with_state=not stress, stress=stress, k_dim=k_dim, v_dim=v_dim)
+    errors = compare(
+        mlstm_chunk,
+        mlstm_recurrent,
+        args,
+        state,
+        dtype=torch.bfloat16,
+        differentiable_state=(True, True, False),
+        form_kwargs={"chunk_size": chunk_size, "split": split},
+    )
+    assert len(errors) == 1 + 3 + 5 + 2 * (not stress)
+    bad = {name: e for name, e in errors.items() if not e < BF16_DOT_TOL}
+    assert not bad, bad
+
+
+def test_bf16_dots_are_on_by_default_and_only_for_bf16_inputs(monkeypatch):
+    assert os.environ.get("TSFM_MLSTM_BF16_DOTS", "1") == "0" or chunk_module.DOT_BF16_BY_DEFAULT
+    monkeypatch.setattr(chunk_module, "DOT_BF16_BY_DEFAULT", False)
+    assert not _dot_bf16(torch.bfloat16, 64, 64)
+    monkeypatch.setattr(chunk_module, "DOT_BF16_BY_DEFAULT", True)
+    assert _dot_bf16(torch.bfloat16, 64, 64) and _dot_bf16(torch.bfloat16, 128, 128)
+    assert not _dot_bf16(torch.float32, 64, 64), "float32 inputs keep float32 operands (ieee)"
+    assert not _dot_bf16(torch.float16, 64, 64), "fp16 inputs keep float32 operands (tf32): bf16 would round q and k"
+    assert not _dot_bf16(torch.bfloat16, 32, 64), "tiles narrower than 64 were not checked on the H200"

@@ -105,7 +105,7 @@ def test_dr_split_over_several_row_slices_with_a_ragged_last_slice_is_exact():
     torch.manual_seed(12)
     x_gates = 2 * torch.randn(batch, length, H, 4, D)
     R = 0.3 * torch.randn(H, 4, D, D)
-    state = tuple(torch.randn(batch, H, D) for _ in range(3)) + (torch.randn(batch, H, D),)
+    state = (*tuple(torch.randn(batch, H, D) for _ in range(3)), torch.randn(batch, H, D))
     state = (torch.tanh(state[0]), state[1], state[2].abs() + 1, state[3])
     errors = compare(
         slstm_fused, slstm_recurrent, [x_gates, R], state, dtype=torch.float32, differentiable_state=DIFF_STATE

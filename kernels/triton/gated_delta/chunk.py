@@ -38,7 +38,8 @@ Ragged tails are masked, never padded in memory: a token past ``T`` reads ``q = 
 and ``beta = 0`` (no write), so its row of ``T`` is the identity's, its pseudo value is 0 and the state at the
 chunk's last row is the state after the last real token.
 
-Sizes: chunks of at most 64 tokens, 32 when ``K`` or ``V`` is 128 or more. The heaviest kernel in shared memory is
+Sizes: chunks of at most 64 tokens, 32 when ``K`` or ``V`` is 128 or more with float32 ``tl.dot`` operands (bf16
+operands, see :data:`DOT_BF16_BY_DEFAULT`, keep 64). The heaviest kernel in shared memory is
 the chunk-local backward (full ``K`` and ``V``, float32 operands); at ``K = V = 128`` and 32 tokens its operands are
 ``S_0``, ``dS_L`` (64 KB each) and a few ``[32, 128]`` tiles (16 KB each): about 130-190 KB live at most.
 """
@@ -52,6 +53,19 @@ from torch import Tensor
 
 from kernels.triton._common import block, chunk_block, contiguous, dot_precision
 
+DOT_BF16_BY_DEFAULT = False
+"""Whether bf16/fp16 inputs feed bf16 operands to ``tl.dot`` (float32 accumulation) instead of float32 operands at
+tf32. bf16 operands halve the operand tiles in shared memory and registers and double the tensor-core rate (what FLA's
+``chunk_gated_delta_rule`` does), and let 128-wide heads take 64-token chunks (see :func:`_chunk`). The triangular solve
+and the four products with its result ``T`` (``W``, ``U``, ``u`` and ``dw``, all ``L x L`` by ``L x K`` or ``L x V``)
+keep float32 operands: rounding ``T`` to bf16 too raised the largest error on realistic inputs from 5.6e-3 to 6.6e-3 and
+on nearly repeated keys with ``beta = 1.99`` from 2.6e-2 to 1.2e-1 (CPU, before ``q`` was kept exact). ``q`` enters the
+products unscaled (exact in bf16) and ``scale`` multiplies their results. On the CPU interpreter the bf16 path is
+within ~5e-3 of the float64 reference (tests/kernels/test_triton_gated_delta.py). **Off, and not reachable from the
+environment**: its first H200 check did not finish within 170 s (compiling the bf16 variants of four kernels; the
+same call's SSD bf16 path hit an illegal memory access), so it is unverified on the GPU; only the CPU tests turn it
+on, by setting this attribute."""
+
 GatedDeltaSaved = tuple[Tensor, Tensor, Tensor]
 """What the forward keeps for the backward: ``T`` per chunk ``[B, T, H, BT]``, ``W [B, T, H, K]`` (float32) and the
 state at each chunk start ``[B, H, NC, K, V]``."""
@@ -61,6 +75,26 @@ state at each chunk start ``[B, H, NC, K, V]``."""
 def _last(x, o_t, BT: tl.constexpr):
     """The element of a ``[BT]`` vector at row ``BT - 1`` (a scalar)."""
     return tl.sum(tl.where(o_t == BT - 1, x, 0.0), axis=0)
+
+
+@triton.jit
+def _dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
+    """``a @ b`` accumulated in float32: bf16 operands (rounded to nearest) when ``DOT_BF16``, else float32 operands
+    multiplied at ``PRECISION``."""
+    if DOT_BF16:
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), out_dtype=tl.float32)
+    else:
+        return tl.dot(a, b, input_precision=PRECISION)
+
+
+@triton.jit
+def _qscale(x, scale, DOT_BF16: tl.constexpr):
+    """``x * scale`` with bf16 operands, where ``q`` enters the products unscaled (exactly), else ``x`` (``q`` is
+    already scaled)."""
+    if DOT_BF16:
+        return x * scale
+    else:
+        return x
 
 
 @triton.jit
@@ -102,6 +136,7 @@ def _gd_prepare_kernel(
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     STORE_T: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -127,11 +162,11 @@ def _gd_prepare_kernel(
     # N = -diag(beta) A, strictly lower; T = (I + diag(beta) A)^-1 = (I - N)^-1.
     strict = o_t[:, None] > o_t[None, :]
     b_e = tl.exp(tl.where(strict, b_G[:, None] - b_G[None, :], float("-inf")))
-    b_n = -b_beta[:, None] * b_e * tl.dot(b_k, tl.trans(b_k), input_precision=PRECISION)
+    b_n = -b_beta[:, None] * b_e * _dot(b_k, tl.trans(b_k), PRECISION, DOT_BF16)
     b_tm = _unit_lower_inverse(b_n, BT, PRECISION)
 
-    b_w = tl.dot(b_tm, b_k * (b_beta * tl.exp(b_G))[:, None], input_precision=PRECISION)
-    b_u = tl.dot(b_tm, b_v * b_beta[:, None], input_precision=PRECISION)
+    b_w = _dot(b_tm, b_k * (b_beta * tl.exp(b_G))[:, None], PRECISION, False)  # T: float32 operands (see _dot)
+    b_u = _dot(b_tm, b_v * b_beta[:, None], PRECISION, False)
     tl.store(w + row_k[:, None] + o_k[None, :], b_w, mask=mask_tk)
     tl.store(u + row_v[:, None] + o_v[None, :], b_u, mask=mask_tv)
     if STORE_T:
@@ -147,6 +182,7 @@ def _gd_fwd_kernel(
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     HAS_INIT: tl.constexpr, STORE_FINAL: tl.constexpr, STORE_CHUNKS: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_bh = tl.program_id(0)
     i_v = tl.program_id(1)
@@ -172,7 +208,9 @@ def _gd_fwd_kernel(
         mask_tv = mask_t[:, None] & mask_v[None, :]
         row_k = (i_b * T + t) * H * K + i_h * K
         row_v = (i_b * T + t) * H * V + i_h * V
-        b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+        b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+        if not DOT_BF16:  # else q enters the bf16 products exactly and scale multiplies their results
+            b_q = b_q * scale
         b_k = tl.load(k + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
         b_w = tl.load(w + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0)
         b_u = tl.load(u + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0)
@@ -183,15 +221,15 @@ def _gd_fwd_kernel(
 
         b_G = tl.cumsum(b_g, axis=0)
         g_end = _last(b_G, o_t, BT)
-        b_u -= tl.dot(b_w, S, input_precision=PRECISION)  # pseudo values u = U - W S_0
-        b_p = tl.dot(b_q, tl.trans(b_k), input_precision=PRECISION)
+        b_u -= _dot(b_w, S, PRECISION, DOT_BF16)  # pseudo values u = U - W S_0
+        b_p = _qscale(_dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16), scale, DOT_BF16)
         b_p *= tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
-        b_o = tl.exp(b_G)[:, None] * tl.dot(b_q, S, input_precision=PRECISION)
-        b_o += tl.dot(b_p, b_u, input_precision=PRECISION)
+        b_o = tl.exp(b_G)[:, None] * _qscale(_dot(b_q, S, PRECISION, DOT_BF16), scale, DOT_BF16)
+        b_o += _dot(b_p, b_u, PRECISION, DOT_BF16)
         tl.store(o + row_v[:, None] + o_v[None, :], b_o.to(o.dtype.element_ty), mask=mask_tv)
 
         b_kd = b_k * tl.exp(g_end - b_G)[:, None]
-        S = tl.exp(g_end) * S + tl.dot(tl.trans(b_kd), b_u, input_precision=PRECISION)
+        S = tl.exp(g_end) * S + _dot(tl.trans(b_kd), b_u, PRECISION, DOT_BF16)
 
     if STORE_FINAL:
         tl.store(st + i_bh * K * V + o_k[:, None] * V + o_v[None, :], S, mask=mask_kv)
@@ -205,6 +243,7 @@ def _gd_bwd_state_kernel(
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     HAS_DFINAL: tl.constexpr, HAS_INIT: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_bh = tl.program_id(0)
     i_v = tl.program_id(1)
@@ -232,7 +271,9 @@ def _gd_bwd_state_kernel(
         mask_tv = mask_t[:, None] & mask_v[None, :]
         row_k = (i_b * T + t) * H * K + i_h * K
         row_v = (i_b * T + t) * H * V + i_h * V
-        b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+        b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+        if not DOT_BF16:  # else q enters the bf16 products exactly and scale multiplies their results
+            b_q = b_q * scale
         b_k = tl.load(k + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
         b_w = tl.load(w + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0)
         b_do = tl.load(do + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
@@ -240,14 +281,14 @@ def _gd_bwd_state_kernel(
 
         b_G = tl.cumsum(b_g, axis=0)
         g_end = _last(b_G, o_t, BT)
-        b_p = tl.dot(b_q, tl.trans(b_k), input_precision=PRECISION)
+        b_p = _qscale(_dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16), scale, DOT_BF16)
         b_p *= tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
         b_kd = b_k * tl.exp(g_end - b_G)[:, None]
         # du = kd dS_L + P^T dO;  dS_0 = exp(G_L) dS_L + (exp(G) q)^T dO - W^T du.
-        b_du = tl.dot(b_kd, dS, input_precision=PRECISION) + tl.dot(tl.trans(b_p), b_do, input_precision=PRECISION)
-        b_qe = b_q * tl.exp(b_G)[:, None]
-        dS = tl.exp(g_end) * dS + tl.dot(tl.trans(b_qe), b_do, input_precision=PRECISION)
-        dS -= tl.dot(tl.trans(b_w), b_du, input_precision=PRECISION)
+        b_du = _dot(b_kd, dS, PRECISION, DOT_BF16) + _dot(tl.trans(b_p), b_do, PRECISION, DOT_BF16)
+        b_qe = b_q * _qscale(tl.exp(b_G), scale, DOT_BF16)[:, None]
+        dS = tl.exp(g_end) * dS + _dot(tl.trans(b_qe), b_do, PRECISION, DOT_BF16)
+        dS -= _dot(tl.trans(b_w), b_du, PRECISION, DOT_BF16)
 
     if HAS_INIT:
         tl.store(ds0 + i_bh * K * V + o_k[:, None] * V + o_v[None, :], dS, mask=mask_kv)
@@ -260,6 +301,7 @@ def _gd_bwd_local_kernel(
     scale, T, NC,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_c = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -296,52 +338,54 @@ def _gd_bwd_local_kernel(
     # Recompute the chunk's pseudo values u = T (beta r), r = v - exp(G) (k S_0).
     S0 = tl.load(hs + state, mask=mask_kv, other=0.0)
     b_r = tl.load(v + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
-    b_r -= b_eg[:, None] * tl.dot(b_k, S0, input_precision=PRECISION)
+    b_r -= b_eg[:, None] * _dot(b_k, S0, PRECISION, DOT_BF16)
     b_tm = tl.load(tm + row_t[:, None] + o_t[None, :], mask=mask_t[:, None], other=0.0)
-    b_u = tl.dot(b_tm, b_r * b_beta[:, None], input_precision=PRECISION)
+    b_u = _dot(b_tm, b_r * b_beta[:, None], PRECISION, False)  # T: float32 operands (see _dot)
 
     # Chunk-end state S_L = exp(G_L) S_0 + kd^T u, kd = exp(G_L - G) k.
     dSe = tl.load(dhs + state, mask=mask_kv, other=0.0)
     b_dec = tl.exp(g_end - b_G)
     b_kd = b_k * b_dec[:, None]
-    b_du = tl.dot(b_kd, dSe, input_precision=PRECISION)
-    b_dkd = tl.dot(b_u, tl.trans(dSe), input_precision=PRECISION)
+    b_du = _dot(b_kd, dSe, PRECISION, DOT_BF16)
+    b_dkd = _dot(b_u, tl.trans(dSe), PRECISION, DOT_BF16)
     b_dk = b_dkd * b_dec[:, None]
     b_x = tl.sum(b_kd * b_dkd, axis=1)
     b_dG = -b_x
     dg_end = tl.sum(b_x, axis=0) + tl.exp(g_end) * tl.sum(tl.sum(S0 * dSe, axis=1), axis=0)
 
     # Output o = exp(G) (q S_0) + P u, P = E * (q k^T).
-    b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+    b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+    if not DOT_BF16:  # else q enters the bf16 products exactly and scale multiplies their results
+        b_q = b_q * scale
     b_do = tl.load(do + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
-    b_p = tl.dot(b_q, tl.trans(b_k), input_precision=PRECISION) * b_e
-    b_du += tl.dot(tl.trans(b_p), b_do, input_precision=PRECISION)
-    b_dq = tl.dot(b_do, tl.trans(S0), input_precision=PRECISION) * b_eg[:, None]
-    b_dG += tl.sum(b_dq * b_q, axis=1)
-    b_dp = tl.where(causal, tl.dot(b_do, tl.trans(b_u), input_precision=PRECISION), 0.0)
+    b_p = _qscale(_dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16), scale, DOT_BF16) * b_e
+    b_du += _dot(tl.trans(b_p), b_do, PRECISION, DOT_BF16)
+    b_dq = _dot(b_do, tl.trans(S0), PRECISION, DOT_BF16) * b_eg[:, None]
+    b_dG += _qscale(tl.sum(b_dq * b_q, axis=1), scale, DOT_BF16)
+    b_dp = tl.where(causal, _dot(b_do, tl.trans(b_u), PRECISION, DOT_BF16), 0.0)
     b_dpe = b_dp * b_e
-    b_dq += tl.dot(b_dpe, b_k, input_precision=PRECISION)
+    b_dq += _dot(b_dpe, b_k, PRECISION, DOT_BF16)
     tl.store(dq + row_k[:, None] + o_k[None, :], (b_dq * scale).to(dq.dtype.element_ty), mask=mask_tk)
-    b_dk += tl.dot(tl.trans(b_dpe), b_q, input_precision=PRECISION)
+    b_dk += _qscale(_dot(tl.trans(b_dpe), b_q, PRECISION, DOT_BF16), scale, DOT_BF16)
     b_z = b_dp * b_p
     b_dG += tl.sum(b_z, axis=1) - tl.sum(b_z, axis=0)
 
     # UT transform u = T (beta r), T = M^-1, M = I + diag(beta) A: dw = T^T du, dM = -dw u^T (strictly lower).
-    b_dw = tl.dot(tl.trans(b_tm), b_du, input_precision=PRECISION)
+    b_dw = _dot(tl.trans(b_tm), b_du, PRECISION, False)  # T: float32 operands
     b_dbeta = tl.sum(b_dw * b_r, axis=1)
     b_dr = b_dw * b_beta[:, None]
     tl.store(dv + row_v[:, None] + o_v[None, :], b_dr.to(dv.dtype.element_ty), mask=mask_tv)
-    b_x2 = tl.dot(b_dr, tl.trans(S0), input_precision=PRECISION)
+    b_x2 = _dot(b_dr, tl.trans(S0), PRECISION, DOT_BF16)
     b_dk -= b_eg[:, None] * b_x2
     b_dG -= b_eg * tl.sum(b_k * b_x2, axis=1)
-    b_dm = -tl.where(strict, tl.dot(b_dw, tl.trans(b_u), input_precision=PRECISION), 0.0)
+    b_dm = -tl.where(strict, _dot(b_dw, tl.trans(b_u), PRECISION, DOT_BF16), 0.0)
     b_es = tl.where(strict, b_e, 0.0)
-    b_a = tl.dot(b_k, tl.trans(b_k), input_precision=PRECISION) * b_es
+    b_a = _dot(b_k, tl.trans(b_k), PRECISION, DOT_BF16) * b_es
     b_dbeta += tl.sum(b_dm * b_a, axis=1)
     tl.store(dbeta + gate, b_dbeta.to(dbeta.dtype.element_ty), mask=mask_t)
     b_da = b_dm * b_beta[:, None]
     b_dkk = b_da * b_es
-    b_dk += tl.dot(b_dkk, b_k, input_precision=PRECISION) + tl.dot(tl.trans(b_dkk), b_k, input_precision=PRECISION)
+    b_dk += _dot(b_dkk, b_k, PRECISION, DOT_BF16) + _dot(tl.trans(b_dkk), b_k, PRECISION, DOT_BF16)
     tl.store(dk + row_k[:, None] + o_k[None, :], b_dk.to(dk.dtype.element_ty), mask=mask_tk)
     b_z = b_da * b_a
     b_dG += tl.sum(b_z, axis=1) - tl.sum(b_z, axis=0)
@@ -352,12 +396,26 @@ def _gd_bwd_local_kernel(
     tl.store(dg + gate, b_dg.to(dg.dtype.element_ty), mask=mask_t)
 
 
-def _chunk(length: int, chunk_size: int, bk: int, bv: int) -> int:
+def _chunk(length: int, chunk_size: int, bk: int, bv: int, dot_bf16: bool = False) -> int:
     """Tokens per chunk: ``chunk_size`` rounded (see :func:`kernels.triton._common.chunk_block`), at most 64 (the
-    triangular solve is a loop over the chunk's rows), at most 32 when a state tile is 128 wide so that the
-    chunk-local backward, which holds ``S_0`` and ``dS_L`` whole, stays within shared memory."""
+    triangular solve is a loop over the chunk's rows), at most 32 when a state tile is 128 wide with float32
+    ``tl.dot`` operands so that the chunk-local backward, which holds ``S_0`` and ``dS_L`` whole, stays within shared
+    memory.
+
+    Compiled offline for sm_90 with Triton 3.6 (``/tmp/ptxas_ssd_gdn.py``), ``K = V = 128``, the chunk-local
+    backward takes 188 KB (float32 inputs, "ieee" dots) or 160 KB (bf16/fp16 inputs, tf32 dots) at 32 tokens with
+    float32 operands, against a 227 KB limit; with bf16 operands it takes 128 KB at 32 tokens and 160 KB at 64
+    (255 registers, ~3.4 KB spilled), the forward 144 KB and the state backward 96 KB at 64, so 128-wide heads take
+    64-token chunks there.
+    """
     bt = min(chunk_block(length, chunk_size), 64)
-    return min(bt, 32) if max(bk, bv) >= 128 else bt
+    return min(bt, 32) if max(bk, bv) >= 128 and not dot_bf16 else bt
+
+
+def _use_bf16_dots(dtype: torch.dtype) -> bool:
+    """bf16 ``tl.dot`` operands: for bf16/fp16 inputs when :data:`DOT_BF16_BY_DEFAULT` allows it (read at call
+    time, so tests can switch it)."""
+    return DOT_BF16_BY_DEFAULT and dot_precision(dtype) != "ieee"
 
 
 def _value_block(batch_heads: int, bv_full: int) -> int:
@@ -386,6 +444,7 @@ def gated_delta_chunk_fwd(
     output_final_state: bool,
     chunk_size: int,
     store_for_backward: bool,
+    dot_bf16: bool | None = None,
 ) -> tuple[Tensor, Tensor | None, GatedDeltaSaved | None]:
     """Forward stage: ``o``, the final state (if asked) and what the backward needs (if ``store_for_backward``).
 
@@ -396,6 +455,7 @@ def gated_delta_chunk_fwd(
         output_final_state: write the state after the last token.
         chunk_size: requested tokens per chunk (see :func:`_chunk`).
         store_for_backward: keep ``T``, ``W`` and the chunk-start states.
+        dot_bf16: bf16 ``tl.dot`` operands (``None``: :func:`_use_bf16_dots`); the backward must get the same.
 
     Returns:
         ``o [B, T, H, V]`` (dtype of ``v``), the float32 final state or ``None``, and ``(T, W, states)`` or ``None``.
@@ -403,7 +463,9 @@ def gated_delta_chunk_fwd(
     batch, length, heads, k_dim = q.shape
     v_dim = v.shape[-1]
     bk, bv_full = block(k_dim), block(v_dim)
-    bt = _chunk(length, chunk_size, bk, bv_full)
+    if dot_bf16 is None:
+        dot_bf16 = _use_bf16_dots(v.dtype)
+    bt = _chunk(length, chunk_size, bk, bv_full, dot_bf16)
     n_chunks = triton.cdiv(length, bt)
     dev, f32 = q.device, torch.float32
     precision = dot_precision(v.dtype)
@@ -413,7 +475,7 @@ def gated_delta_chunk_fwd(
     _gd_prepare_kernel[(n_chunks, batch * heads)](
         k, v, g, beta, w, u, tm, length,
         H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv_full,
-        STORE_T=store_for_backward, PRECISION=precision, num_warps=_num_warps(bk, bv_full),
+        STORE_T=store_for_backward, PRECISION=precision, DOT_BF16=dot_bf16, num_warps=_num_warps(bk, bv_full),
     )  # fmt: skip
 
     o = torch.empty_like(v)
@@ -427,7 +489,7 @@ def gated_delta_chunk_fwd(
         scale, length, n_chunks,
         H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv,
         HAS_INIT=has_init, STORE_FINAL=output_final_state, STORE_CHUNKS=store_for_backward,
-        PRECISION=precision, num_warps=_num_warps(bk, bv), num_stages=2,
+        PRECISION=precision, DOT_BF16=dot_bf16, num_warps=_num_warps(bk, bv), num_stages=2,
     )  # fmt: skip
     saved = (tm, w, hs) if store_for_backward else None
     return o, final, saved
@@ -446,6 +508,7 @@ def gated_delta_chunk_bwd(
     scale: float,
     chunk_size: int,
     has_init: bool,
+    dot_bf16: bool | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
     """Backward stage: gradients of ``q, k, v, g, beta`` and of the initial state (``None`` without one).
 
@@ -457,11 +520,14 @@ def gated_delta_chunk_bwd(
         scale: multiplies ``q``.
         chunk_size: the forward's requested chunk size.
         has_init: whether the forward had an initial state (then its float32 gradient is returned).
+        dot_bf16: the forward's choice of ``tl.dot`` operands (``None``: :func:`_use_bf16_dots`).
     """
     batch, length, heads, k_dim = q.shape
     v_dim = v.shape[-1]
     bk, bv_full = block(k_dim), block(v_dim)
-    bt = _chunk(length, chunk_size, bk, bv_full)
+    if dot_bf16 is None:
+        dot_bf16 = _use_bf16_dots(v.dtype)
+    bt = _chunk(length, chunk_size, bk, bv_full, dot_bf16)
     n_chunks = triton.cdiv(length, bt)
     dev, f32 = q.device, torch.float32
     precision = dot_precision(v.dtype)
@@ -477,7 +543,7 @@ def gated_delta_chunk_bwd(
         q, k, g, w, do, d_final if has_dfinal else hs, dhs, hs if ds0 is None else ds0,
         scale, length, n_chunks,
         H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv,
-        HAS_DFINAL=has_dfinal, HAS_INIT=has_init, PRECISION=precision,
+        HAS_DFINAL=has_dfinal, HAS_INIT=has_init, PRECISION=precision, DOT_BF16=dot_bf16,
         num_warps=_num_warps(bk, bv), num_stages=2,
     )  # fmt: skip
 
@@ -486,7 +552,7 @@ def gated_delta_chunk_bwd(
     _gd_bwd_local_kernel[(n_chunks, batch * heads)](
         q, k, v, g, beta, tm, hs, dhs, do, dq, dk, dv, dg, dbeta,
         scale, length, n_chunks,
-        H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv_full, PRECISION=precision,
+        H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv_full, PRECISION=precision, DOT_BF16=dot_bf16,
         num_warps=_num_warps(bk, bv_full), num_stages=1,
     )  # fmt: skip
     return dq, dk, dv, dg, dbeta, ds0
@@ -499,6 +565,7 @@ class GatedDeltaChunkFunction(torch.autograd.Function):
     def forward(ctx, q, k, v, g, beta, s0, scale, chunk_size, output_final_state):
         q, k, v, g, beta = contiguous(q, k, v, g, beta)
         has_init = s0 is not None
+        dot_bf16 = _use_bf16_dots(v.dtype)  # decided once: the backward must use the same chunks
         o, final, saved = gated_delta_chunk_fwd(
             q,
             k,
@@ -510,10 +577,11 @@ class GatedDeltaChunkFunction(torch.autograd.Function):
             output_final_state=output_final_state,
             chunk_size=chunk_size,
             store_for_backward=any(ctx.needs_input_grad[:6]),
+            dot_bf16=dot_bf16,
         )
         if saved is not None:
             ctx.save_for_backward(q, k, v, g, beta, *saved)
-        ctx.scale, ctx.chunk_size, ctx.has_init = scale, chunk_size, has_init
+        ctx.scale, ctx.chunk_size, ctx.has_init, ctx.dot_bf16 = scale, chunk_size, has_init, dot_bf16
         ctx.s0_dtype = s0.dtype if has_init else None
         return o, final
 
@@ -532,6 +600,7 @@ class GatedDeltaChunkFunction(torch.autograd.Function):
             scale=ctx.scale,
             chunk_size=ctx.chunk_size,
             has_init=ctx.has_init,
+            dot_bf16=ctx.dot_bf16,
         )
         if ds0 is not None:
             ds0 = ds0.to(ctx.s0_dtype)

@@ -47,6 +47,10 @@ between its two kernels), and the split backward holds the per-chunk state gradi
 
 Ragged tails are masked, never padded in memory: a token past ``T`` reads ``ĩ = -1e30`` (weight 0) and
 ``logsig(f̃) = 0`` (no decay), so the state at the chunk's last row is the state after the last real token.
+
+Matrix products (:func:`_dot`) take float32 operands (``ieee`` for float32 inputs, tf32 otherwise) or, with the
+``DOT_BF16`` constexpr (bf16 inputs unless ``TSFM_MLSTM_BF16_DOTS=0``, see :func:`_dot_bf16`), bf16 operands with
+float32 accumulation; ``q`` then enters unscaled and ``scale`` multiplies its products (:func:`_scale_q`).
 """
 
 from __future__ import annotations
@@ -72,10 +76,40 @@ SPLIT_BY_DEFAULT = os.environ.get("TSFM_MLSTM_SPLIT", "1") != "0"
 """Whether ``split=None`` may pick the split path; ``TSFM_MLSTM_SPLIT=0`` keeps every shape on the sequential
 kernels (``split=True`` / ``False`` force either)."""
 
+DOT_BF16_BY_DEFAULT = os.environ.get("TSFM_MLSTM_BF16_DOTS", "1") != "0"
+"""Whether bf16 inputs feed bf16 operands to ``tl.dot`` (float32 accumulation) instead of float32 operands at tf32
+(see :func:`_dot_bf16`); ``TSFM_MLSTM_BF16_DOTS=0`` turns it off. Checked on the H200 (Triton 3.6): outputs, states
+and every gradient within 3.4e-3 of the float64 reference (bf16 limit 1e-2); fwd / fwd+bwd ms, tf32 -> bf16
+operands: (1024, 64, 4, 64) 0.179 / 0.943 -> 0.116 / 0.448, (256, 256, 8, 64) 0.397 / 3.27 -> 0.294 / 1.43,
+(128, 512, 4, 128) 0.860 / 3.48 -> 0.632 / 2.10, (8, 8192, 8, 64) 0.785 / 3.99 -> 0.693 / 3.03. Float32 and fp16
+inputs never use it."""
+
 
 @triton.jit
 def _logsigmoid(x):
     return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))
+
+
+@triton.jit
+def _dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
+    """``a @ b`` accumulated in float32. With ``DOT_BF16`` both operands are rounded to bf16 first (half the shared
+    memory and registers of float32 operands, the full tensor-core rate); otherwise they stay float32 and multiply at
+    ``PRECISION`` (``"ieee"`` or ``"tf32"``). See :func:`_dot_bf16` for which products lose what."""
+    if DOT_BF16:
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    else:
+        return tl.dot(a, b, input_precision=PRECISION)
+
+
+@triton.jit
+def _scale_q(b_q, scale, DOT_BF16: tl.constexpr):
+    """``(q, s)`` such that ``s q`` is the scaled query. With float32 operands ``q`` is scaled here (``s = 1``); with
+    bf16 operands ``q`` stays the input, exact in bf16, and ``s = scale`` multiplies the products it enters (rounding
+    ``scale q`` to bf16 would perturb the normaliser ``den``, whose cancellation can amplify it without bound)."""
+    if DOT_BF16:
+        return b_q, scale
+    else:
+        return b_q * scale, 1.0
 
 
 @triton.jit
@@ -119,25 +153,29 @@ def _chunk_end(b_b, b_g, m0, o_t, BT: tl.constexpr):
 
 
 @triton.jit
-def _state_update(C, n, m, b_k, b_v, b_b, b_g, o_t, BT: tl.constexpr, PRECISION: tl.constexpr):
+def _state_update(
+    C, n, m, b_k, b_v, b_b, b_g, o_t, BT: tl.constexpr, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr
+):  # fmt: skip
     """The state at the chunk end from the state at its start: ``C_end = d_end C_0 + sum_s w_s k_s v_s^T``."""
     m_end, d_end, b_wend = _chunk_end(b_b, b_g, m, o_t, BT)
     b_kw = b_k * b_wend[:, None]
-    C = d_end * C + tl.dot(tl.trans(b_kw), b_v, input_precision=PRECISION)
+    C = d_end * C + _dot(tl.trans(b_kw), b_v, PRECISION, DOT_BF16)
     return C, d_end * n + tl.sum(b_kw, axis=0), m_end
 
 
 @triton.jit
-def _readout(b_q, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION: tl.constexpr):
+def _readout(
+    b_q, q_scale, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr
+):  # fmt: skip
     """A chunk's read-out from its start state: ``h = num / denom`` with ``num = P v + d q C_0``,
     ``den = P 1 + d q.n_0``, ``denom = max(|den|, exp(-m)) + eps`` and ``P = w * (q k^T)``; the intermediate values are
     returned for the backward (the forward's compiler drops those it does not use)."""
     b_w = tl.exp(tl.where(causal, b_g[None, :] + (b_b - b_m)[:, None], float("-inf")))
     b_d = tl.exp(b_b + m0 - b_m)
-    b_p = tl.dot(b_q, tl.trans(b_k), input_precision=PRECISION) * b_w
-    b_qc = tl.dot(b_q, C0, input_precision=PRECISION)
-    b_qn = tl.sum(b_q * n0[None, :], axis=1)
-    b_num = tl.dot(b_p, b_v, input_precision=PRECISION) + b_d[:, None] * b_qc
+    b_p = _dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16) * q_scale * b_w
+    b_qc = _dot(b_q, C0, PRECISION, DOT_BF16) * q_scale
+    b_qn = tl.sum(b_q * n0[None, :], axis=1) * q_scale
+    b_num = _dot(b_p, b_v, PRECISION, DOT_BF16) + b_d[:, None] * b_qc
     b_den = tl.sum(b_p, axis=1) + b_d * b_qn
     b_floor = tl.exp(-b_m)
     b_denom = tl.maximum(tl.abs(b_den), b_floor) + EPS
@@ -155,15 +193,20 @@ def _readout_grad(b_dh, b_num, b_den, b_floor, b_denom):
 
 
 @triton.jit
-def _dstate_increment(b_q, b_d, b_dnum, b_dden, PRECISION: tl.constexpr):
+def _dstate_increment(b_q, q_scale, b_d, b_dnum, b_dden, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
     """A chunk's own contribution to the gradient of its start state: ``(q d)^T dnum`` and ``(q d)^T dden``."""
     b_qd = b_q * b_d[:, None]
-    return tl.dot(tl.trans(b_qd), b_dnum, input_precision=PRECISION), tl.sum(b_qd * b_dden[:, None], axis=0)
+    if DOT_BF16:  # keep q an exact bf16 operand: the weight d goes on dnum, rounded to bf16 anyway
+        b_dC = _dot(tl.trans(b_q), b_dnum * b_d[:, None], PRECISION, DOT_BF16) * q_scale
+    else:
+        b_dC = _dot(tl.trans(b_qd), b_dnum, PRECISION, DOT_BF16)
+    return b_dC, tl.sum(b_qd * b_dden[:, None], axis=0) * q_scale
 
 
 @triton.jit
 def _chunk_bwd(
-    b_q, b_k, b_v, b_dh, b_f, b_b, b_g, C0, n0, m0, dC, dn, o_t, causal, BT: tl.constexpr, PRECISION: tl.constexpr
+    b_q, q_scale, b_k, b_v, b_dh, b_f, b_b, b_g, C0, n0, m0, dC, dn, o_t, causal,
+    BT: tl.constexpr, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     """One chunk's backward from its start state ``(C0, n0, m0)`` and the gradient ``(dC, dn)`` of its end state.
 
@@ -173,26 +216,26 @@ def _chunk_bwd(
     # Recompute the chunk's forward from its start state.
     b_m = _stabiliser(b_b, b_g, m0, causal)
     b_w, b_d, b_p, b_qc, b_qn, b_num, b_den, b_floor, b_denom = _readout(
-        b_q, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION
+        b_q, q_scale, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION, DOT_BF16
     )
     b_dnum, b_dden = _readout_grad(b_dh, b_num, b_den, b_floor, b_denom)
 
     # Intra-chunk part: P = w * (q k^T), num = P v + d qC0, den = P 1 + d q.n0.
-    b_dp = tl.dot(b_dnum, tl.trans(b_v), input_precision=PRECISION) + b_dden[:, None]
+    b_dp = _dot(b_dnum, tl.trans(b_v), PRECISION, DOT_BF16) + b_dden[:, None]
     b_ds = b_dp * b_w
     b_dlogw = b_dp * b_p
-    b_dq = tl.dot(b_ds, b_k, input_precision=PRECISION) + b_d[:, None] * (
-        tl.dot(b_dnum, tl.trans(C0), input_precision=PRECISION) + b_dden[:, None] * n0[None, :]
+    b_dq = _dot(b_ds, b_k, PRECISION, DOT_BF16) + b_d[:, None] * (
+        _dot(b_dnum, tl.trans(C0), PRECISION, DOT_BF16) + b_dden[:, None] * n0[None, :]
     )
-    b_dk = tl.dot(tl.trans(b_ds), b_q, input_precision=PRECISION)
-    b_dv = tl.dot(tl.trans(b_p), b_dnum, input_precision=PRECISION)
+    b_dk = _dot(tl.trans(b_ds), b_q, PRECISION, DOT_BF16) * q_scale
+    b_dv = _dot(tl.trans(b_p), b_dnum, PRECISION, DOT_BF16)
     b_dd = tl.sum(b_dnum * b_qc, axis=1) + b_dden * b_qn
 
     # Chunk-end state: C_end = d_end C0 + sum_s w_end_s k_s v_s^T (likewise n), fed by dC, dn of the next chunk.
     _, d_end, b_wend = _chunk_end(b_b, b_g, m0, o_t, BT)
-    b_x = tl.dot(b_v, tl.trans(dC), input_precision=PRECISION) + dn[None, :]
+    b_x = _dot(b_v, tl.trans(dC), PRECISION, DOT_BF16) + dn[None, :]
     b_dk += b_wend[:, None] * b_x
-    b_dv += b_wend[:, None] * tl.dot(b_k, dC, input_precision=PRECISION)
+    b_dv += b_wend[:, None] * _dot(b_k, dC, PRECISION, DOT_BF16)
     b_dlogwend = tl.sum(b_k * b_x, axis=1) * b_wend
     dd_end = tl.sum(tl.sum(C0 * dC, axis=1), axis=0) + tl.sum(n0 * dn, axis=0)
 
@@ -213,7 +256,8 @@ def _mlstm_chunk_fwd_kernel(
     scale, T, NC,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    HAS_INIT: tl.constexpr, STORE_FINAL: tl.constexpr, STORE_CHUNKS: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_INIT: tl.constexpr, STORE_FINAL: tl.constexpr, STORE_CHUNKS: tl.constexpr,
+    PRECISION: tl.constexpr, DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_bh = tl.program_id(0)
     i_v = tl.program_id(1)
@@ -239,13 +283,16 @@ def _mlstm_chunk_fwd_kernel(
         mask_t, row_qk, row_v, gate = _rows(i_b, i_h, i_c, T, o_t, H, K, V, BT)
         mask_tk = mask_t[:, None] & mask_k[None, :]
         mask_tv = mask_t[:, None] & mask_v[None, :]
-        b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+        b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+        b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
         b_k = tl.load(k + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
         b_v = tl.load(v + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
         _, b_b, b_g = _gates(ig, fg, gate, mask_t)
 
         b_m = _stabiliser(b_b, b_g, m, causal)
-        _, _, _, _, _, b_num, _, _, b_denom = _readout(b_q, b_k, b_v, b_b, b_g, b_m, C, n, m, causal, PRECISION)
+        _, _, _, _, _, b_num, _, _, b_denom = _readout(
+            b_q, q_scale, b_k, b_v, b_b, b_g, b_m, C, n, m, causal, PRECISION, DOT_BF16
+        )
         tl.store(h + row_v[:, None] + o_v[None, :], (b_num / b_denom[:, None]).to(h.dtype.element_ty), mask=mask_tv)
 
         if STORE_CHUNKS:
@@ -255,7 +302,7 @@ def _mlstm_chunk_fwd_kernel(
                 tl.store(ns + chunk * K + o_k, n, mask=mask_k)
                 tl.store(ms + chunk, m)
 
-        C, n, m = _state_update(C, n, m, b_k, b_v, b_b, b_g, o_t, BT, PRECISION)
+        C, n, m = _state_update(C, n, m, b_k, b_v, b_b, b_g, o_t, BT, PRECISION, DOT_BF16)
 
     if STORE_FINAL:
         tl.store(ct + i_bh * K * V + o_k[:, None] * V + o_v[None, :], C, mask=mask_kv)
@@ -271,7 +318,7 @@ def _mlstm_chunk_bwd_kernel(
     scale, T, NC,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    HAS_INIT: tl.constexpr, HAS_DFINAL: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_INIT: tl.constexpr, HAS_DFINAL: tl.constexpr, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_bh = tl.program_id(0)
     i_b = i_bh // H
@@ -301,14 +348,15 @@ def _mlstm_chunk_bwd_kernel(
         mask_t, row_qk, row_v, gate = _rows(i_b, i_h, i_c, T, o_t, H, K, V, BT)
         mask_tk = mask_t[:, None] & mask_k[None, :]
         mask_tv = mask_t[:, None] & mask_v[None, :]
-        b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+        b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+        b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
         b_k = tl.load(k + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
         b_v = tl.load(v + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
         b_dh = tl.load(dh + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
         b_f, b_b, b_g = _gates(ig, fg, gate, mask_t)
 
         b_dq, b_dk, b_dv, b_di, b_df, b_d, b_dnum, b_dden, d_end = _chunk_bwd(
-            b_q, b_k, b_v, b_dh, b_f, b_b, b_g, C0, n0, m0, dC, dn, o_t, causal, BT, PRECISION
+            b_q, q_scale, b_k, b_v, b_dh, b_f, b_b, b_g, C0, n0, m0, dC, dn, o_t, causal, BT, PRECISION, DOT_BF16
         )
         tl.store(dq + row_qk[:, None] + o_k[None, :], (b_dq * scale).to(dq.dtype.element_ty), mask=mask_tk)
         tl.store(dk + row_qk[:, None] + o_k[None, :], b_dk.to(dk.dtype.element_ty), mask=mask_tk)
@@ -317,7 +365,7 @@ def _mlstm_chunk_bwd_kernel(
         tl.store(df + gate, b_df.to(df.dtype.element_ty), mask=mask_t)
 
         # Gradient of the chunk-start state, carried to the previous chunk.
-        b_dC, b_dn = _dstate_increment(b_q, b_d, b_dnum, b_dden, PRECISION)
+        b_dC, b_dn = _dstate_increment(b_q, q_scale, b_d, b_dnum, b_dden, PRECISION, DOT_BF16)
         dC = d_end * dC + b_dC
         dn = d_end * dn + b_dn
 
@@ -333,7 +381,7 @@ def _mlstm_chunk_states_kernel(
     T, NC,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    HAS_INIT: tl.constexpr, STORE_FINAL: tl.constexpr, PRECISION: tl.constexpr,
+    HAS_INIT: tl.constexpr, STORE_FINAL: tl.constexpr, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     """Split forward, step 1: the state recurrence over the chunks for one ``[BK, BV]`` tile of ``C`` (rows of ``C``
     and ``n`` are independent, so the tile needs only its keys' columns)."""
@@ -369,7 +417,8 @@ def _mlstm_chunk_states_kernel(
         b_k = tl.load(k + row_qk[:, None] + o_k[None, :], mask=mask_t[:, None] & mask_k[None, :], other=0.0)
         b_v = tl.load(v + row_v[:, None] + o_v[None, :], mask=mask_t[:, None] & mask_v[None, :], other=0.0)
         _, b_b, b_g = _gates(ig, fg, gate, mask_t)
-        C, n, m = _state_update(C, n, m, b_k.to(tl.float32), b_v.to(tl.float32), b_b, b_g, o_t, BT, PRECISION)
+        b_k, b_v = b_k.to(tl.float32), b_v.to(tl.float32)
+        C, n, m = _state_update(C, n, m, b_k, b_v, b_b, b_g, o_t, BT, PRECISION, DOT_BF16)
 
     if STORE_FINAL:
         tl.store(ct + i_bh * K * V + o_k[:, None] * V + o_v[None, :], C, mask=mask_kv)
@@ -382,7 +431,7 @@ def _mlstm_chunk_out_kernel(
     q, k, v, ig, fg, cs, ns, ms, h,  # inputs, chunk-start states, output [B, T, H, V]
     scale, T, NC,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     """Split forward, step 2: ``h`` of one chunk (one block of its value width) from the chunk's start state."""
     i_bh = tl.program_id(0)
@@ -406,13 +455,16 @@ def _mlstm_chunk_out_kernel(
     mask_t, row_qk, row_v, gate = _rows(i_b, i_h, i_c, T, o_t, H, K, V, BT)
     mask_tk = mask_t[:, None] & mask_k[None, :]
     mask_tv = mask_t[:, None] & mask_v[None, :]
-    b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+    b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+    b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
     b_k = tl.load(k + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
     b_v = tl.load(v + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
     _, b_b, b_g = _gates(ig, fg, gate, mask_t)
 
     b_m = _stabiliser(b_b, b_g, m0, causal)
-    _, _, _, _, _, b_num, _, _, b_denom = _readout(b_q, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION)
+    _, _, _, _, _, b_num, _, _, b_denom = _readout(
+        b_q, q_scale, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION, DOT_BF16
+    )
     tl.store(h + row_v[:, None] + o_v[None, :], (b_num / b_denom[:, None]).to(h.dtype.element_ty), mask=mask_tv)
 
 
@@ -422,7 +474,7 @@ def _mlstm_chunk_dstate_local_kernel(
     dcs, dns, dds,  # per chunk: (q d)^T dnum [B, H, NC, K, V], (q d)^T dden [B, H, NC, K], d_end [B, H, NC]
     scale, T, NC,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     """Split backward, step 1: one chunk's own term of its start-state gradient, and the start state's decay."""
     i_bh = tl.program_id(0)
@@ -445,7 +497,8 @@ def _mlstm_chunk_dstate_local_kernel(
     mask_t, row_qk, row_v, gate = _rows(i_b, i_h, i_c, T, o_t, H, K, V, BT)
     mask_tk = mask_t[:, None] & mask_k[None, :]
     mask_tv = mask_t[:, None] & mask_v[None, :]
-    b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+    b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+    b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
     b_k = tl.load(k + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
     b_v = tl.load(v + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
     b_dh = tl.load(dh + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
@@ -453,10 +506,10 @@ def _mlstm_chunk_dstate_local_kernel(
 
     b_m = _stabiliser(b_b, b_g, m0, causal)
     _, b_d, _, _, _, b_num, b_den, b_floor, b_denom = _readout(
-        b_q, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION
+        b_q, q_scale, b_k, b_v, b_b, b_g, b_m, C0, n0, m0, causal, PRECISION, DOT_BF16
     )
     b_dnum, b_dden = _readout_grad(b_dh, b_num, b_den, b_floor, b_denom)
-    b_dC, b_dn = _dstate_increment(b_q, b_d, b_dnum, b_dden, PRECISION)
+    b_dC, b_dn = _dstate_increment(b_q, q_scale, b_d, b_dnum, b_dden, PRECISION, DOT_BF16)
     _, d_end, _ = _chunk_end(b_b, b_g, m0, o_t, BT)
     tl.store(dcs + chunk * K * V + o_k[:, None] * V + o_v[None, :], b_dC, mask=mask_kv)
     tl.store(dns + chunk * K + o_k, b_dn, mask=mask_k)
@@ -515,7 +568,7 @@ def _mlstm_chunk_bwd_local_kernel(
     dq, dk, dv, di, df,  # gradients of the inputs
     scale, T, NC,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     """Split backward, step 3: ``dq, dk, dv, dĩ, df̃`` of one chunk (the sequential backward's loop body)."""
     i_bh = tl.program_id(0)
@@ -540,14 +593,15 @@ def _mlstm_chunk_bwd_local_kernel(
     mask_t, row_qk, row_v, gate = _rows(i_b, i_h, i_c, T, o_t, H, K, V, BT)
     mask_tk = mask_t[:, None] & mask_k[None, :]
     mask_tv = mask_t[:, None] & mask_v[None, :]
-    b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32) * scale
+    b_q = tl.load(q + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
+    b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
     b_k = tl.load(k + row_qk[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
     b_v = tl.load(v + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
     b_dh = tl.load(dh + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
     b_f, b_b, b_g = _gates(ig, fg, gate, mask_t)
 
     b_dq, b_dk, b_dv, b_di, b_df, _, _, _, _ = _chunk_bwd(
-        b_q, b_k, b_v, b_dh, b_f, b_b, b_g, C0, n0, m0, dC, dn, o_t, causal, BT, PRECISION
+        b_q, q_scale, b_k, b_v, b_dh, b_f, b_b, b_g, C0, n0, m0, dC, dn, o_t, causal, BT, PRECISION, DOT_BF16
     )
     tl.store(dq + row_qk[:, None] + o_k[None, :], (b_dq * scale).to(dq.dtype.element_ty), mask=mask_tk)
     tl.store(dk + row_qk[:, None] + o_k[None, :], b_dk.to(dk.dtype.element_ty), mask=mask_tk)
@@ -568,19 +622,52 @@ def _num_warps_per_chunk(bk: int, bv: int) -> int:
 
 
 def _precision(dtype: torch.dtype) -> str:
-    """``tl.dot`` precision: full float32 products for float32 inputs, tf32 for bf16/fp16 inputs (their mantissa is
-    shorter than tf32's). Operands stay float32 in both cases.
+    """``tl.dot`` precision of float32 operands: full float32 products for float32 inputs, tf32 for bf16/fp16 inputs
+    (their mantissa is shorter than tf32's). Unused where :func:`_dot_bf16` gives bf16 operands.
 
-    bf16 operands (half the shared memory, twice the matrix rate) were tried on the H200 with Triton 3.6 and failed
-    the check (forward off by 0.46 relative, then an illegal memory access); Triton 3.6's interpreter also multiplies
-    bf16 dot operands as raw bits. Both are to be understood before that speed-up comes back.
+    bf16 operands were first tried on the H200 with Triton 3.6 and failed the check (forward off by 0.46 relative,
+    then an illegal memory access), at a time when the interpreter multiplied bf16 operands as raw bits (now patched
+    in :mod:`kernels.triton._common`), so the CPU could not look. The CPU has since shown one pitfall, rounding
+    ``scale q`` to bf16 (up to 0.3 relative through the normaliser's cancellation when ``scale`` is not a power of
+    two; :func:`_scale_q` avoids it). The present code passes the H200 check (see :data:`DOT_BF16_BY_DEFAULT`);
+    whether ``scale q`` was the whole of the first failure is not known.
     """
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
+def _dot_bf16(dtype: torch.dtype, bk: int, bv: int) -> bool:
+    """Whether the kernels feed bf16 operands to ``tl.dot`` (float32 accumulation): for bf16 inputs when
+    :data:`DOT_BF16_BY_DEFAULT` allows it. Not for fp16 inputs: rounding them to bf16 drops 3 bits of ``q`` and ``k``
+    in ``P``, hence in ``den``, and the CPU check came out 0.05-0.12 relative against 3e-4 today (tf32).
+
+    Compiled for sm_90 (bf16 inputs, L = 64, K = V = 64) bf16 operands cut shared memory from 156 KB to 41 KB and
+    spill stores from 4.1 to 2.8 KB a thread in the sequential backward, and from 172 KB to 41 KB, 1.5 to 0.6 KB in
+    the split local-gradient kernel (ptxas -v); on the H200 the forward + backward runs 1.3-2.3x faster.
+
+    What each product loses: ``q, k, v, dh`` are bf16 inputs, exact as operands. ``q`` is therefore not pre-scaled
+    (:func:`_scale_q`): ``scale q`` rounded to bf16 shifts the normaliser ``den``, which can cancel, and the error
+    came out 0.2-0.3 relative (K = 8, 128) on the CPU. Rounded to 8 bits of mantissa: the gate-weighted scores ``P``
+    and their gradient ``ds``, ``k w`` in the state update, ``dnum`` (and ``d dnum``), and the carried ``C_0`` and
+    ``dC`` (in ``q C_0``, ``dnum C_0^T``, ``v dC^T``, ``k dC``). The sums stay float32 (accumulators, the carried
+    state, ``den = P 1 + d q.n_0`` from the unrounded ``P``), so nothing compounds over chunks. Keeping the four
+    ``C_0`` / ``dC`` products on float32 operands changed no error beyond noise on the CPU with the GPU's
+    round-to-nearest emulated, so every product is bf16; the errors are then about those of the bf16 output and
+    gradients themselves (see ``tests/kernels/test_triton_mlstm.py``).
+
+    Only for state tiles at least 64 wide (``bk, bv``): the H200 checked 64- and 128-wide heads; narrower ones keep
+    the float32-operand kernels that it checked before.
+    """
+    return DOT_BF16_BY_DEFAULT and dtype == torch.bfloat16 and min(bk, bv) >= 64
+
+
 def _chunk(length: int, chunk_size: int, bk: int, bv: int) -> int:
     """Tokens per chunk; at most 32 when a state tile is 128 wide, so that the backward fits in shared memory
-    (sm_90, float32 operands, K = V = 128: about 400 KB at 64 tokens against a 227 KB limit, 128 KB at 32)."""
+    (sm_90, float32 operands, K = V = 128: about 400 KB at 64 tokens against a 227 KB limit, 128 KB at 32).
+
+    bf16 operands (:func:`_dot_bf16`) would fit 64 tokens (ptxas, sm_90, K = V = 128, bf16 inputs: 96 KB shared for
+    both backward kernels), but registers do not: against 32 tokens, spill stores per thread grow from 1.7 KB to
+    4.8 KB (sequential backward), 1.7 KB to 4.0 KB (split local gradients) and 0.4 KB to 2.7 KB (sequential forward).
+    So the cap stays until 64 is timed on the H200."""
     bt = chunk_block(length, chunk_size)
     return min(bt, 32) if max(bk, bv) >= 128 else bt
 
@@ -672,7 +759,7 @@ def mlstm_chunk_fwd(
             torch.empty(batch, heads, n_chunks, device=dev, dtype=f32),
         )
     dummy = m0
-    precision = _precision(v.dtype)
+    precision, dot_bf16 = _precision(v.dtype), _dot_bf16(v.dtype, bk, bv_full)
     if split:
         bks, bvs = _state_tiles(batch * heads, bk, bv_full)
         _mlstm_chunk_states_kernel[(batch * heads, triton.cdiv(k_dim, bks), triton.cdiv(v_dim, bvs))](
@@ -680,18 +767,21 @@ def mlstm_chunk_fwd(
             *(final or (dummy, dummy, dummy)), *chunks,
             length, n_chunks,
             H=heads, K=k_dim, V=v_dim, BT=bt, BK=bks, BV=bvs,
-            HAS_INIT=has_init, STORE_FINAL=output_final_state, PRECISION=precision,
+            HAS_INIT=has_init, STORE_FINAL=output_final_state, PRECISION=precision, DOT_BF16=dot_bf16,
             num_warps=_num_warps(bks, bvs), num_stages=2,
         )  # fmt: skip
         _mlstm_chunk_out_kernel[(batch * heads, n_chunks, triton.cdiv(v_dim, bv_full))](
             q, k, v, i, f, *chunks, h,
             scale, length, n_chunks,
-            H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv_full, PRECISION=precision,
+            H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv_full, PRECISION=precision, DOT_BF16=dot_bf16,
             num_warps=_num_warps_per_chunk(bk, bv_full), num_stages=1,
         )  # fmt: skip
         return h, final, chunks if store_chunks else None
-    # Split the value width over programs when (batch, head) alone cannot fill the GPU.
+    # Split the value width over programs when (batch, head) alone cannot fill the GPU. That split forward keeps
+    # float32 operands: with bf16 ones it ended in an illegal memory access on the H200 (Triton 3.6) at (2, 300, 4,
+    # 64) and (8, 8192, 8, 64) (64-token chunks, 32-wide value blocks), where the unsplit kernel passes the check.
     bv = bv_full if batch * heads >= 512 or bv_full <= 32 else max(32, bv_full // 2)
+    dot_bf16 = dot_bf16 and bv == bv_full
     grid = (batch * heads, triton.cdiv(v_dim, bv))
     _mlstm_chunk_fwd_kernel[grid](
         q, k, v, i, f,
@@ -700,7 +790,7 @@ def mlstm_chunk_fwd(
         scale, length, n_chunks,
         H=heads, K=k_dim, V=v_dim, BT=bt, BK=bk, BV=bv,
         HAS_INIT=has_init, STORE_FINAL=output_final_state, STORE_CHUNKS=store_chunks,
-        PRECISION=precision, num_warps=_num_warps(bk, bv), num_stages=2,
+        PRECISION=precision, DOT_BF16=dot_bf16, num_warps=_num_warps(bk, bv), num_stages=2,
     )  # fmt: skip
     return h, final, chunks
 
@@ -755,8 +845,8 @@ def mlstm_chunk_bwd(
         dc0 = torch.empty(batch, heads, k_dim, v_dim, device=dev, dtype=f32)
         dn0 = torch.empty(batch, heads, k_dim, device=dev, dtype=f32)
     dummy = chunks[2]
-    precision = _precision(v.dtype)
-    shape = {"H": heads, "K": k_dim, "V": v_dim, "BT": bt, "BK": bk, "BV": bv, "PRECISION": precision}
+    shape = {"H": heads, "K": k_dim, "V": v_dim, "BT": bt, "BK": bk, "BV": bv}
+    shape.update(PRECISION=_precision(v.dtype), DOT_BF16=_dot_bf16(v.dtype, bk, bv))
     if split:
         # Per chunk: first its own term of the start-state gradient, then (after the scan) its end-state gradient.
         dcs = torch.empty(batch, heads, n_chunks, k_dim, v_dim, device=dev, dtype=f32)
