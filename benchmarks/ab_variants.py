@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -24,18 +23,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parent))
 
+from profile_op import load_kernel_benchmarks
 
-def _kernel_benchmarks():
-    """``benchmarks/kernels.py``, loaded by path (its name is the ``kernels`` package's)."""
-    spec = importlib.util.spec_from_file_location("kernel_benchmarks", Path(__file__).with_name("kernels.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-KB = _kernel_benchmarks()
+KB = load_kernel_benchmarks()  # benchmarks/kernels.py
 CHUNK_MODULES = {
     "mlstm": "kernels.triton.mlstm.chunk",
     "ssd": "kernels.triton.ssd.chunk",

@@ -25,16 +25,17 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _kernel_benchmarks():
-    """``benchmarks/kernels.py`` (the ops' inputs and entry points), loaded by path: its name is the package's."""
-    spec = importlib.util.spec_from_file_location("kernel_benchmarks", Path(__file__).with_name("kernels.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def load_kernel_benchmarks():
+    """``benchmarks/kernels.py`` (the ops' inputs and entry points), loaded by path once: its name is the package's."""
+    if "kernel_benchmarks" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("kernel_benchmarks", Path(__file__).with_name("kernels.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules["kernel_benchmarks"]
 
 
-OPS = _kernel_benchmarks().OPS
+OPS = load_kernel_benchmarks().OPS
 
 
 def profile_op(name: str, shape: tuple[int, int, int, int], repeat: int) -> str:

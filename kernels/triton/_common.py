@@ -11,6 +11,7 @@ import os
 import numpy as np
 import torch
 import triton
+import triton.language as tl
 
 
 def _patch_interpreter_index() -> None:
@@ -115,3 +116,18 @@ def dot_precision(dtype: torch.dtype) -> str:
 def contiguous(*tensors: torch.Tensor) -> list[torch.Tensor]:
     """The tensors made contiguous (kernels index them with their dense strides)."""
     return [t.contiguous() for t in tensors]
+
+
+@triton.jit
+def dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
+    """``a @ b`` accumulated in float32, the one matrix product of the chunkwise kernels.
+
+    With ``DOT_BF16`` both operands are rounded to bf16 (to nearest) first: half the shared memory and registers of
+    float32 operands and the full tensor-core rate. Otherwise they stay float32 and multiply at ``PRECISION``
+    (``"ieee"`` for float32 inputs, ``"tf32"`` for bf16/fp16 ones). Each kernel module says which products may take
+    bf16 operands and when.
+    """
+    if DOT_BF16:
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), out_dtype=tl.float32)
+    else:
+        return tl.dot(a, b, input_precision=PRECISION)

@@ -52,6 +52,7 @@ import triton.language as tl
 from torch import Tensor
 
 from kernels.triton._common import block, chunk_block, contiguous, dot_precision
+from kernels.triton._common import dot as _dot
 
 DOT_BF16_BY_DEFAULT = False
 """Whether bf16/fp16 inputs feed bf16 operands to ``tl.dot`` (float32 accumulation) instead of float32 operands at
@@ -75,16 +76,6 @@ state at each chunk start ``[B, H, NC, K, V]``."""
 def _last(x, o_t, BT: tl.constexpr):
     """The element of a ``[BT]`` vector at row ``BT - 1`` (a scalar)."""
     return tl.sum(tl.where(o_t == BT - 1, x, 0.0), axis=0)
-
-
-@triton.jit
-def _dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
-    """``a @ b`` accumulated in float32: bf16 operands (rounded to nearest) when ``DOT_BF16``, else float32 operands
-    multiplied at ``PRECISION``."""
-    if DOT_BF16:
-        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), out_dtype=tl.float32)
-    else:
-        return tl.dot(a, b, input_precision=PRECISION)
 
 
 @triton.jit

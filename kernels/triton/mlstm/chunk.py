@@ -63,6 +63,7 @@ import triton.language as tl
 from torch import Tensor
 
 from kernels.triton._common import block, chunk_block, contiguous
+from kernels.triton._common import dot as _dot
 
 EPS = tl.constexpr(1e-6)
 """Added to the read-out's denominator, as in the reference (a constexpr so that kernels may read it)."""
@@ -88,17 +89,6 @@ inputs never use it."""
 @triton.jit
 def _logsigmoid(x):
     return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))
-
-
-@triton.jit
-def _dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
-    """``a @ b`` accumulated in float32. With ``DOT_BF16`` both operands are rounded to bf16 first (half the shared
-    memory and registers of float32 operands, the full tensor-core rate); otherwise they stay float32 and multiply at
-    ``PRECISION`` (``"ieee"`` or ``"tf32"``). See :func:`_dot_bf16` for which products lose what."""
-    if DOT_BF16:
-        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
-    else:
-        return tl.dot(a, b, input_precision=PRECISION)
 
 
 @triton.jit

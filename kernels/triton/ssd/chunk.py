@@ -41,6 +41,7 @@ import triton.language as tl
 from torch import Tensor
 
 from kernels.triton._common import block, chunk_block, contiguous
+from kernels.triton._common import dot as _dot
 
 DOT_BF16_BY_DEFAULT = False
 """Whether bf16/fp16 inputs feed bf16 operands to ``tl.dot`` (float32 accumulation) instead of float32 operands at
@@ -52,16 +53,6 @@ and time, up to 1.8e-2 on small heads (tf32: 7.5e-3; see tests/kernels/test_trit
 reachable from the environment**: on the H200 (Triton 3.6) its first check ended in an illegal memory access
 (benchmarks/RESULTS.md); until that is found (``compute-sanitizer``; the 64-token chunks of 128-wide heads are the
 first suspect) only the CPU tests turn it on, by setting this attribute."""
-
-
-@triton.jit
-def _dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
-    """``a @ b`` accumulated in float32: bf16 operands (rounded to nearest) when ``DOT_BF16``, else float32 operands
-    multiplied at ``PRECISION``."""
-    if DOT_BF16:
-        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), out_dtype=tl.float32)
-    else:
-        return tl.dot(a, b, input_precision=PRECISION)
 
 
 @triton.jit
