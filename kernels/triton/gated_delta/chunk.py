@@ -393,7 +393,7 @@ def _chunk(length: int, chunk_size: int, bk: int, bv: int, dot_bf16: bool = Fals
     ``tl.dot`` operands so that the chunk-local backward, which holds ``S_0`` and ``dS_L`` whole, stays within shared
     memory.
 
-    Compiled offline for sm_90 with Triton 3.6 (``/tmp/ptxas_ssd_gdn.py``), ``K = V = 128``, the chunk-local
+    Compiled offline for sm_90 with Triton 3.6 (``benchmarks/kernel_resources.py``), ``K = V = 128``, the chunk-local
     backward takes 188 KB (float32 inputs, "ieee" dots) or 160 KB (bf16/fp16 inputs, tf32 dots) at 32 tokens with
     float32 operands, against a 227 KB limit; with bf16 operands it takes 128 KB at 32 tokens and 160 KB at 64
     (255 registers, ~3.4 KB spilled), the forward 144 KB and the state backward 96 KB at 64, so 128-wide heads take

@@ -630,9 +630,10 @@ def _dot_bf16(dtype: torch.dtype, bk: int, bv: int) -> bool:
     :data:`DOT_BF16_BY_DEFAULT` allows it. Not for fp16 inputs: rounding them to bf16 drops 3 bits of ``q`` and ``k``
     in ``P``, hence in ``den``, and the CPU check came out 0.05-0.12 relative against 3e-4 today (tf32).
 
-    Compiled for sm_90 (bf16 inputs, L = 64, K = V = 64) bf16 operands cut shared memory from 156 KB to 41 KB and
-    spill stores from 4.1 to 2.8 KB a thread in the sequential backward, and from 172 KB to 41 KB, 1.5 to 0.6 KB in
-    the split local-gradient kernel (ptxas -v); on the H200 the forward + backward runs 1.3-2.3x faster.
+    Compiled for sm_90 (``benchmarks/kernel_resources.py``; bf16 inputs, L = 64, K = V = 64) bf16 operands cut
+    shared memory from 156 KB to 41 KB and spill stores from 4.1 to 2.8 KB a thread in the sequential backward, and
+    from 172 KB to 41 KB, 1.5 to 0.6 KB in the split local-gradient kernel; on the H200 the forward + backward runs
+    1.3-2.3x faster.
 
     What each product loses: ``q, k, v, dh`` are bf16 inputs, exact as operands. ``q`` is therefore not pre-scaled
     (:func:`_scale_q`): ``scale q`` rounded to bf16 shifts the normaliser ``den``, which can cancel, and the error

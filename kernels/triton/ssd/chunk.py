@@ -240,7 +240,7 @@ def _chunk(length: int, chunk_size: int, bn: int, bp: int, dot_bf16: bool = Fals
     """Tokens per chunk; at most 32 when a state tile is 128 wide with float32 ``tl.dot`` operands, so that the
     backward fits in shared memory.
 
-    Compiled offline for sm_90 with Triton 3.6 (``/tmp/ptxas_ssd_gdn.py``), ``N = P = 128``: with float32 operands
+    Compiled for sm_90 with Triton 3.6 (``benchmarks/kernel_resources.py``), ``N = P = 128``: with float32 operands
     the backward takes 136 KB (float32 inputs, "ieee" dots) or 80 KB (bf16/fp16 inputs, tf32 dots) at 32 tokens and
     230 KB or more at 64, against a 227 KB limit; with bf16 operands it takes 76 KB at 32 tokens and 112 KB at 64
     (255 registers, ~2 KB spilled), so 128-wide heads take 64-token chunks there. The forward (whole ``P``) takes
