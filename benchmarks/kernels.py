@@ -248,13 +248,21 @@ def check(op: Op, device: str) -> list[dict]:
 
 
 DECODE_STEPS = {
-    "mlstm": ("mlstm_step", "mlstm_step"),
-    "ssd": ("ssd_step", "ssd_step"),
-    "gated_delta_rule": ("gated_delta_rule_step", "gated_delta_rule_step"),
-    "slstm": ("slstm_step", "slstm_step"),
+    "mlstm": "mlstm_step",
+    "ssd": "ssd_step",
+    "gated_delta_rule": "gated_delta_rule_step",
+    "slstm": "slstm_step",
 }
-"""Per op: the name of its one-token decode function in :mod:`kernels.ops` (dispatches CUDA tensors to our decode
-kernels) and in :mod:`kernels.reference`."""
+"""Per op: the name of its one-token decode function, in :mod:`kernels.ops` (which sends CUDA tensors to our decode
+kernels) and in :mod:`kernels.reference` alike."""
+
+
+def _decode_steps(op: Op) -> tuple[Callable, Callable]:
+    """Our decode step (through :mod:`kernels.ops`) and the reference step of ``op``."""
+    from kernels import ops
+
+    name = DECODE_STEPS[op.name]
+    return getattr(ops, name), getattr(reference, name)
 
 
 def _token(args: list, b: int, t: int, index: int) -> list:
@@ -267,9 +275,7 @@ def check_decode(op: Op, device: str, tokens: int = 8) -> list[dict]:
 
     Every token's output and the state after the last one, by relative L2 error, bf16 and fp32 inputs.
     """
-    from kernels import ops
-
-    ours_step, ref_step = (getattr(m, n) for m, n in zip((ops, reference), DECODE_STEPS[op.name], strict=True))
+    ours_step, ref_step = _decode_steps(op)
     rows = []
     for dtype in (torch.bfloat16, torch.float32):
         for b, _, h, d, _ in op.check_shapes:
@@ -304,10 +310,8 @@ def check_decode(op: Op, device: str, tokens: int = 8) -> list[dict]:
 
 def time_decode(op: Op, shape: tuple[int, int, int, int], device: str) -> dict:
     """Median time of one decode token (bf16 inputs, fp32 state): our decode kernel and the reference step."""
-    from kernels import ops
-
     b, _, h, d = shape
-    ours_step, ref_step = (getattr(m, n) for m, n in zip((ops, reference), DECODE_STEPS[op.name], strict=True))
+    ours_step, ref_step = _decode_steps(op)
     args, state = op.make(b, 1, h, d, torch.bfloat16, device, with_state=True)
     token = _token(args, b, 1, 0)
     row = dict(op=f"{op.name}_step", shape=list(shape))

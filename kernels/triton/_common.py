@@ -131,3 +131,15 @@ def dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
         return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), out_dtype=tl.float32)
     else:
         return tl.dot(a, b, input_precision=PRECISION)
+
+
+@triton.jit
+def scale_q(b_q, scale, DOT_BF16: tl.constexpr):
+    """``(q, s)`` such that ``s q`` is the scaled query. With float32 operands ``q`` is scaled here (``s = 1``); with
+    bf16 operands ``q`` stays the input, exact in bf16, and ``s = scale`` multiplies the products it enters (rounding
+    ``scale q`` to bf16 would perturb every product with it, and the mLSTM normaliser ``den``, whose cancellation
+    can amplify that without bound)."""
+    if DOT_BF16:
+        return b_q, scale
+    else:
+        return b_q * scale, 1.0

@@ -227,7 +227,7 @@ BF16_DOT_TOL = 1e-2  # bf16 inputs, bf16 dot operands, vs float64 on the same ro
     ],
 )
 def test_bf16_dot_operands_match_the_float64_reference(monkeypatch, length, chunk_size, beta_max, k_dim, v_dim, stress):
-    """The bf16-operand path (``TSFM_GDN_BF16_DOTS``): bf16 inputs, initial state, ragged tails, several chunks,
+    """The bf16-operand path (forced on): bf16 inputs, initial state, ragged tails, several chunks,
     ``beta`` in ``(0, 1)`` and ``(0, 2)``, a value width split over programs and log-decays of ``logsigmoid(+-50)``."""
     monkeypatch.setattr(gd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
     assert gd_chunk_module._use_bf16_dots(torch.bfloat16) and not gd_chunk_module._use_bf16_dots(torch.float32)

@@ -53,6 +53,19 @@ def _inputs(length: int, with_state: bool, stress: bool = False, k_dim: int = K,
     return [q, k, v, i, f], state
 
 
+def _errors(args, state, chunk_size: int, split: bool, dtype: torch.dtype = torch.float32) -> dict[str, float]:
+    """Relative errors of the kernels (``dtype`` inputs) against the float64 recurrent reference."""
+    return compare(
+        mlstm_chunk,
+        mlstm_recurrent,
+        args,
+        state,
+        dtype=dtype,
+        differentiable_state=(True, True, False),
+        form_kwargs={"chunk_size": chunk_size, "split": split},
+    )
+
+
 @SPLITS
 @pytest.mark.parametrize(
     ("length", "with_state", "chunk_size"),
@@ -61,15 +74,7 @@ def _inputs(length: int, with_state: bool, stress: bool = False, k_dim: int = K,
 def test_outputs_states_and_gradients_match_the_float64_reference(length, with_state, chunk_size, split):
     torch.manual_seed(length + 100 * with_state)
     args, state = _inputs(length, with_state)
-    errors = compare(
-        mlstm_chunk,
-        mlstm_recurrent,
-        args,
-        state,
-        dtype=torch.float32,
-        differentiable_state=(True, True, False),
-        form_kwargs={"chunk_size": chunk_size, "split": split},
-    )
+    errors = _errors(args, state, chunk_size, split)
     assert len(errors) == 1 + 3 + 5 + 2 * with_state
     bad = {name: e for name, e in errors.items() if not e < TOL}
     assert not bad, bad
@@ -79,15 +84,7 @@ def test_outputs_states_and_gradients_match_the_float64_reference(length, with_s
 def test_extreme_gates_stay_finite_and_exact(split):
     torch.manual_seed(5)
     args, state = _inputs(37, with_state=False, stress=True)
-    errors = compare(
-        mlstm_chunk,
-        mlstm_recurrent,
-        args,
-        state,
-        dtype=torch.float32,
-        differentiable_state=(True, True, False),
-        form_kwargs={"chunk_size": 16, "split": split},
-    )
+    errors = _errors(args, state, 16, split)
     bad = {name: e for name, e in errors.items() if not e < 1e-3}
     assert not bad, bad
 
@@ -126,15 +123,7 @@ def test_wide_ragged_heads_split_the_state_over_tiles(split):
     assert _state_tiles(B * H, 64, 128) == (32, 32)
     torch.manual_seed(9)
     args, state = _inputs(45, with_state=True, k_dim=40, v_dim=72)
-    errors = compare(
-        mlstm_chunk,
-        mlstm_recurrent,
-        args,
-        state,
-        dtype=torch.float32,
-        differentiable_state=(True, True, False),
-        form_kwargs={"chunk_size": 16, "split": split},
-    )
+    errors = _errors(args, state, 16, split)
     bad = {name: e for name, e in errors.items() if not e < TOL}
     assert not bad, bad
 
@@ -211,15 +200,7 @@ def test_bf16_dot_operands_match_the_float64_reference(bf16_dots, length, k_dim,
     assert _dot_bf16(torch.bfloat16, block(k_dim), block(v_dim))
     torch.manual_seed(length + k_dim)
     args, state = _inputs(length, with_state=not stress, stress=stress, k_dim=k_dim, v_dim=v_dim)
-    errors = compare(
-        mlstm_chunk,
-        mlstm_recurrent,
-        args,
-        state,
-        dtype=torch.bfloat16,
-        differentiable_state=(True, True, False),
-        form_kwargs={"chunk_size": chunk_size, "split": split},
-    )
+    errors = _errors(args, state, chunk_size, split, dtype=torch.bfloat16)
     assert len(errors) == 1 + 3 + 5 + 2 * (not stress)
     bad = {name: e for name, e in errors.items() if not e < BF16_DOT_TOL}
     assert not bad, bad

@@ -179,7 +179,7 @@ def _bf16_dot_failures(errors: dict[str, float]) -> dict[str, float]:
     [(20, True, 16, N, P, 2), (50, True, 16, N, P, 3), (50, False, 64, N, P, 4), (70, True, 64, 16, 128, 5)],
 )
 def test_bf16_dot_operands_match_the_float64_reference(monkeypatch, length, with_state, chunk_size, n, p, seed):
-    """The bf16-operand path (``TSFM_SSD_BF16_DOTS``): bf16 inputs, initial state, ragged tails, several chunks and a
+    """The bf16-operand path (forced on): bf16 inputs, initial state, ragged tails, several chunks and a
     128-wide value head (64-token chunks there), every output and gradient."""
     monkeypatch.setattr(ssd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
     assert ssd_chunk_module._use_bf16_dots(torch.bfloat16) and not ssd_chunk_module._use_bf16_dots(torch.float32)

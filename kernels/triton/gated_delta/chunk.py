@@ -53,19 +53,20 @@ from torch import Tensor
 
 from kernels.triton._common import block, chunk_block, contiguous, dot_precision
 from kernels.triton._common import dot as _dot
+from kernels.triton._common import scale_q as _scale_q
 
 DOT_BF16_BY_DEFAULT = False
-"""Whether bf16/fp16 inputs feed bf16 operands to ``tl.dot`` (float32 accumulation) instead of float32 operands at
-tf32. bf16 operands halve the operand tiles in shared memory and registers and double the tensor-core rate (what FLA's
-``chunk_gated_delta_rule`` does), and let 128-wide heads take 64-token chunks (see :func:`_chunk`). The triangular solve
-and the four products with its result ``T`` (``W``, ``U``, ``u`` and ``dw``, all ``L x L`` by ``L x K`` or ``L x V``)
-keep float32 operands: rounding ``T`` to bf16 too raised the largest error on realistic inputs from 5.6e-3 to 6.6e-3 and
-on nearly repeated keys with ``beta = 1.99`` from 2.6e-2 to 1.2e-1 (CPU, before ``q`` was kept exact). ``q`` enters the
-products unscaled (exact in bf16) and ``scale`` multiplies their results. On the CPU interpreter the bf16 path is
-within ~5e-3 of the float64 reference (tests/kernels/test_triton_gated_delta.py). **Off, and not reachable from the
-environment**: its first H200 check did not finish within 170 s (compiling the bf16 variants of four kernels; the
-same call's SSD bf16 path hit an illegal memory access), so it is unverified on the GPU; only the CPU tests turn it
-on, by setting this attribute."""
+"""Whether bf16/fp16 inputs feed bf16 operands to ``tl.dot`` (float32 accumulation) instead of float32 operands at tf32.
+bf16 operands halve the operand tiles in shared memory and registers and double the tensor-core rate (what FLA's
+``chunk_gated_delta_rule`` does), and let 128-wide heads take 64-token chunks (see :func:`_chunk`). The triangular
+solve and the four products with its result ``T`` (``W``, ``U``, ``u`` and ``dw``, all ``L x L`` by ``L x K`` or ``L
+x V``) keep float32 operands: rounding ``T`` to bf16 too raised the largest error on realistic inputs from 5.6e-3 to
+6.6e-3 and on nearly repeated keys with ``beta = 1.99`` from 2.6e-2 to 1.2e-1 (CPU, before ``q`` was kept exact).
+``q`` enters the products unscaled (exact in bf16) and ``scale`` multiplies their results
+(:func:`kernels.triton._common.scale_q`). On the CPU interpreter the bf16 path is within ~5e-3 of the float64
+reference (tests/kernels/test_triton_gated_delta.py). **Off, and not reachable from the environment**: its first H200
+check did not finish within 170 s (compiling the bf16 variants of four kernels; the same call's SSD bf16 path hit an
+illegal memory access), so it is unverified on the GPU; only the CPU tests turn it on, by setting this attribute."""
 
 GatedDeltaSaved = tuple[Tensor, Tensor, Tensor]
 """What the forward keeps for the backward: ``T`` per chunk ``[B, T, H, BT]``, ``W [B, T, H, K]`` (float32) and the
@@ -76,16 +77,6 @@ state at each chunk start ``[B, H, NC, K, V]``."""
 def _last(x, o_t, BT: tl.constexpr):
     """The element of a ``[BT]`` vector at row ``BT - 1`` (a scalar)."""
     return tl.sum(tl.where(o_t == BT - 1, x, 0.0), axis=0)
-
-
-@triton.jit
-def _qscale(x, scale, DOT_BF16: tl.constexpr):
-    """``x * scale`` with bf16 operands, where ``q`` enters the products unscaled (exactly), else ``x`` (``q`` is
-    already scaled)."""
-    if DOT_BF16:
-        return x * scale
-    else:
-        return x
 
 
 @triton.jit
@@ -200,8 +191,7 @@ def _gd_fwd_kernel(
         row_k = (i_b * T + t) * H * K + i_h * K
         row_v = (i_b * T + t) * H * V + i_h * V
         b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
-        if not DOT_BF16:  # else q enters the bf16 products exactly and scale multiplies their results
-            b_q = b_q * scale
+        b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
         b_k = tl.load(k + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
         b_w = tl.load(w + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0)
         b_u = tl.load(u + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0)
@@ -213,9 +203,9 @@ def _gd_fwd_kernel(
         b_G = tl.cumsum(b_g, axis=0)
         g_end = _last(b_G, o_t, BT)
         b_u -= _dot(b_w, S, PRECISION, DOT_BF16)  # pseudo values u = U - W S_0
-        b_p = _qscale(_dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16), scale, DOT_BF16)
+        b_p = _dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16) * q_scale
         b_p *= tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
-        b_o = tl.exp(b_G)[:, None] * _qscale(_dot(b_q, S, PRECISION, DOT_BF16), scale, DOT_BF16)
+        b_o = tl.exp(b_G)[:, None] * _dot(b_q, S, PRECISION, DOT_BF16) * q_scale
         b_o += _dot(b_p, b_u, PRECISION, DOT_BF16)
         tl.store(o + row_v[:, None] + o_v[None, :], b_o.to(o.dtype.element_ty), mask=mask_tv)
 
@@ -263,8 +253,7 @@ def _gd_bwd_state_kernel(
         row_k = (i_b * T + t) * H * K + i_h * K
         row_v = (i_b * T + t) * H * V + i_h * V
         b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
-        if not DOT_BF16:  # else q enters the bf16 products exactly and scale multiplies their results
-            b_q = b_q * scale
+        b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
         b_k = tl.load(k + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
         b_w = tl.load(w + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0)
         b_do = tl.load(do + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
@@ -272,12 +261,12 @@ def _gd_bwd_state_kernel(
 
         b_G = tl.cumsum(b_g, axis=0)
         g_end = _last(b_G, o_t, BT)
-        b_p = _qscale(_dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16), scale, DOT_BF16)
+        b_p = _dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16) * q_scale
         b_p *= tl.exp(tl.where(causal, b_G[:, None] - b_G[None, :], float("-inf")))
         b_kd = b_k * tl.exp(g_end - b_G)[:, None]
         # du = kd dS_L + P^T dO;  dS_0 = exp(G_L) dS_L + (exp(G) q)^T dO - W^T du.
         b_du = _dot(b_kd, dS, PRECISION, DOT_BF16) + _dot(tl.trans(b_p), b_do, PRECISION, DOT_BF16)
-        b_qe = b_q * _qscale(tl.exp(b_G), scale, DOT_BF16)[:, None]
+        b_qe = b_q * (tl.exp(b_G) * q_scale)[:, None]
         dS = tl.exp(g_end) * dS + _dot(tl.trans(b_qe), b_do, PRECISION, DOT_BF16)
         dS -= _dot(tl.trans(b_w), b_du, PRECISION, DOT_BF16)
 
@@ -346,18 +335,17 @@ def _gd_bwd_local_kernel(
 
     # Output o = exp(G) (q S_0) + P u, P = E * (q k^T).
     b_q = tl.load(q + row_k[:, None] + o_k[None, :], mask=mask_tk, other=0.0).to(tl.float32)
-    if not DOT_BF16:  # else q enters the bf16 products exactly and scale multiplies their results
-        b_q = b_q * scale
+    b_q, q_scale = _scale_q(b_q, scale, DOT_BF16)
     b_do = tl.load(do + row_v[:, None] + o_v[None, :], mask=mask_tv, other=0.0).to(tl.float32)
-    b_p = _qscale(_dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16), scale, DOT_BF16) * b_e
+    b_p = _dot(b_q, tl.trans(b_k), PRECISION, DOT_BF16) * q_scale * b_e
     b_du += _dot(tl.trans(b_p), b_do, PRECISION, DOT_BF16)
     b_dq = _dot(b_do, tl.trans(S0), PRECISION, DOT_BF16) * b_eg[:, None]
-    b_dG += _qscale(tl.sum(b_dq * b_q, axis=1), scale, DOT_BF16)
+    b_dG += tl.sum(b_dq * b_q, axis=1) * q_scale
     b_dp = tl.where(causal, _dot(b_do, tl.trans(b_u), PRECISION, DOT_BF16), 0.0)
     b_dpe = b_dp * b_e
     b_dq += _dot(b_dpe, b_k, PRECISION, DOT_BF16)
     tl.store(dq + row_k[:, None] + o_k[None, :], (b_dq * scale).to(dq.dtype.element_ty), mask=mask_tk)
-    b_dk += _qscale(_dot(tl.trans(b_dpe), b_q, PRECISION, DOT_BF16), scale, DOT_BF16)
+    b_dk += _dot(tl.trans(b_dpe), b_q, PRECISION, DOT_BF16) * q_scale
     b_z = b_dp * b_p
     b_dG += tl.sum(b_z, axis=1) - tl.sum(b_z, axis=0)
 

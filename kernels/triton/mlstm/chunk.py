@@ -64,6 +64,7 @@ from torch import Tensor
 
 from kernels.triton._common import block, chunk_block, contiguous
 from kernels.triton._common import dot as _dot
+from kernels.triton._common import scale_q as _scale_q
 
 EPS = tl.constexpr(1e-6)
 """Added to the read-out's denominator, as in the reference (a constexpr so that kernels may read it)."""
@@ -89,17 +90,6 @@ inputs never use it."""
 @triton.jit
 def _logsigmoid(x):
     return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))
-
-
-@triton.jit
-def _scale_q(b_q, scale, DOT_BF16: tl.constexpr):
-    """``(q, s)`` such that ``s q`` is the scaled query. With float32 operands ``q`` is scaled here (``s = 1``); with
-    bf16 operands ``q`` stays the input, exact in bf16, and ``s = scale`` multiplies the products it enters (rounding
-    ``scale q`` to bf16 would perturb the normaliser ``den``, whose cancellation can amplify it without bound)."""
-    if DOT_BF16:
-        return b_q, scale
-    else:
-        return b_q * scale, 1.0
 
 
 @triton.jit
