@@ -38,6 +38,6 @@ bench-cpu: $(STAMP)
 # The exact command that produced tsfm/models/default (about 16 minutes on a 2-core CPU). One torch thread: with
 # two, any other load on a 2-core machine makes OpenMP threads spin and training ~10x slower.
 train-default: $(STAMP)
-	$(VENV)/bin/python -m pipelines.data build-pretrain --out data/pretrain
+	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
 	OMP_NUM_THREADS=1 $(VENV)/bin/tsfm train --backbone 'xlstm[3:1]' --preset 1M --steps 3000 --batch-size 64 \
 		--learning-rate 2e-3 --context-length 512 --real-data data/pretrain --out tsfm/models/default

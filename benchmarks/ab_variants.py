@@ -29,9 +29,9 @@ from profile_op import load_kernel_benchmarks
 
 KB = load_kernel_benchmarks()  # benchmarks/kernels.py
 CHUNK_MODULES = {
-    "mlstm": "kernels.triton.mlstm.chunk",
-    "ssd": "kernels.triton.ssd.chunk",
-    "gated_delta_rule": "kernels.triton.gated_delta.chunk",
+    "mlstm": "tsfm.kernels.triton.mlstm.chunk",
+    "ssd": "tsfm.kernels.triton.ssd.chunk",
+    "gated_delta_rule": "tsfm.kernels.triton.gated_delta.chunk",
 }
 
 
@@ -41,7 +41,7 @@ def _time(label: str, name: str, shapes) -> list[dict]:
 
 
 def slstm_warps() -> list[dict]:
-    from kernels.triton.slstm import fused
+    from tsfm.kernels.triton.slstm import fused
 
     failed = [c for c in KB.check(KB.OPS["slstm"], "cuda") if not c["ok"]]
     print("slstm check failures:", failed, flush=True)
@@ -67,8 +67,8 @@ def bf16_dots(name: str) -> list[dict]:
 
 def mlstm_sequential(spec: str) -> list[dict]:
     """The sequential mLSTM kernels (``split=False``) at one shape against float64: all gradients, or the forward."""
-    from kernels.reference import mlstm_chunkwise
-    from kernels.triton.mlstm import mlstm_chunk
+    from tsfm.kernels.reference import mlstm_chunkwise
+    from tsfm.kernels.triton.mlstm import mlstm_chunk
 
     *dims, fwd_only = spec.split(",") + ([] if spec.endswith(",fwd") else [""])
     b, t, h, d = (int(x) for x in dims)

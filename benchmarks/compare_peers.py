@@ -1,6 +1,6 @@
 """Our kernels against the fastest public peer per mixer and shape, as ratios, from the benchmark JSONL files.
 
-``benchmarks/kernels.py`` writes our rows (``kernels.jsonl``), ``../shared/tools/peer_kernels_bench.py`` the peers'
+``benchmarks/kernels.py`` writes our rows (``tsfm.kernels.jsonl``), ``../shared/tools/peer_kernels_bench.py`` the peers'
 (``peers.jsonl``). This joins them: for every op and TSFM shape, our forward and forward + backward times, the
 fastest peer of the same mixer for each (a peer timed in several calls counts with its best time, which favours the
 peer), and ``peer / ours`` (> 1: ours is faster).

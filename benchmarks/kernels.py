@@ -8,7 +8,8 @@ One run does, for each op that has Triton kernels:
 2. **Time** at the TSFM shapes ``(B, T, H, D)`` with bf16 inputs: forward, and forward + backward, median of
    ``triton.testing.do_bench``; tokens/s; peak memory; the byte/FLOP floor (METHOD.md: bytes read and written once
    over the copy bandwidth measured in this run, FLOPs over the bf16 matrix rate measured in this run) and the
-   fraction of it reached. Our PyTorch reference (``kernels.reference``, chunkwise; sLSTM: its loop) runs beside it.
+   fraction of it reached. Our PyTorch reference (``tsfm.kernels.reference``, chunkwise; sLSTM: its loop) runs beside
+   it.
 
 The public peers (FLA, mlstm_kernels, mamba_ssm, flashrnn) are timed by ``../shared/tools/peer_kernels_bench.py``;
 ``--peers DIR`` runs its driver from ``DIR`` (a copy in the git-ignored ``.peer/``) in the same call.
@@ -37,8 +38,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import reference
-from kernels.triton.testing import as_tuple, compare, rel_err
+from tsfm.kernels import reference
+from tsfm.kernels.triton.testing import as_tuple, compare, rel_err
 
 SHAPES = [(1024, 64, 4, 64), (256, 256, 8, 64), (64, 1024, 8, 64), (128, 512, 4, 128), (8, 8192, 8, 64)]
 TOL = {torch.bfloat16: 1e-2, torch.float32: 1e-3}
@@ -90,14 +91,14 @@ def _mlstm_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _mlstm_triton(*args, **kwargs):
-    from kernels.triton.mlstm import mlstm_chunk
+    from tsfm.kernels.triton.mlstm import mlstm_chunk
 
     return mlstm_chunk(*args, **kwargs)
 
 
 def _mlstm_sequential(*args, **kwargs):
     """The mLSTM kernels without the chunk-parallel split (one program per (batch, head) walks the chunks)."""
-    from kernels.triton.mlstm import mlstm_chunk
+    from tsfm.kernels.triton.mlstm import mlstm_chunk
 
     return mlstm_chunk(*args, split=False, **kwargs)
 
@@ -116,7 +117,7 @@ def _ssd_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _ssd_triton(*args, **kwargs):
-    from kernels.triton.ssd import ssd_chunk
+    from tsfm.kernels.triton.ssd import ssd_chunk
 
     return ssd_chunk(*args, **kwargs)
 
@@ -131,7 +132,7 @@ def _gated_delta_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _gated_delta_triton(*args, **kwargs):
-    from kernels.triton.gated_delta import gated_delta_chunk
+    from tsfm.kernels.triton.gated_delta import gated_delta_chunk
 
     return gated_delta_chunk(*args, **kwargs)
 
@@ -151,7 +152,7 @@ def _slstm_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _slstm_triton(*args, **kwargs):
-    from kernels.triton.slstm import slstm_fused
+    from tsfm.kernels.triton.slstm import slstm_fused
 
     return slstm_fused(*args, **kwargs)
 
@@ -253,13 +254,13 @@ DECODE_STEPS = {
     "gated_delta_rule": "gated_delta_rule_step",
     "slstm": "slstm_step",
 }
-"""Per op: the name of its one-token decode function, in :mod:`kernels.ops` (which sends CUDA tensors to our decode
-kernels) and in :mod:`kernels.reference` alike."""
+"""Per op: the name of its one-token decode function, in :mod:`tsfm.kernels.ops` (which sends CUDA tensors to our decode
+kernels) and in :mod:`tsfm.kernels.reference` alike."""
 
 
 def _decode_steps(op: Op) -> tuple[Callable, Callable]:
-    """Our decode step (through :mod:`kernels.ops`) and the reference step of ``op``."""
-    from kernels import ops
+    """Our decode step (through :mod:`tsfm.kernels.ops`) and the reference step of ``op``."""
+    from tsfm.kernels import ops
 
     name = DECODE_STEPS[op.name]
     return getattr(ops, name), getattr(reference, name)

@@ -3,7 +3,7 @@
 For each backbone at the 10M and 80M presets: bf16 autocast, AdamW, a batch of 256 windows (context 512, horizon
 128 = the default training shape, so 16 context tokens + 3 masked future tokens), random-walk data (speed does not
 depend on values). The recurrent backbones run twice: with our Triton kernels and with the PyTorch reference ops
-(``kernels.ops.reference_kernels``); the Transformer uses PyTorch's SDPA and runs once.
+(``tsfm.kernels.ops.reference_kernels``); the Transformer uses PyTorch's SDPA and runs once.
 Prints a table last and writes ``train_gpu.md`` / ``train_gpu.jsonl`` under ``--out``.
 
     PYTHONUNBUFFERED=1 python3 benchmarks/train_gpu.py [--steps 20] [--specs xlstm[3:1],mamba2] [--out $OUT]
@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.ops import reference_kernels
+from tsfm.kernels.ops import reference_kernels
 from tsfm.model import Forecaster
 from tsfm.presets import preset_config
 

@@ -19,11 +19,12 @@ pytest.importorskip("statsforecast")
 
 from gluonts.model.forecast import QuantileForecast
 
-from pipelines.baselines import BASELINES, StatsForecastPredictor, interval_columns
-from pipelines.data.gift_eval import BENCHMARK_FILE
-from pipelines.data.gift_format import write_dataset
-from pipelines.data.paths import raw_dir
-from pipelines.evaluate import (
+from tsfm.cli import main
+from tsfm.pipelines.baselines import BASELINES, StatsForecastPredictor, interval_columns
+from tsfm.pipelines.data.gift_eval import BENCHMARK_FILE
+from tsfm.pipelines.data.gift_format import write_dataset
+from tsfm.pipelines.data.paths import raw_dir
+from tsfm.pipelines.evaluate import (
     CRPS,
     MASE,
     RESULT_COLUMNS,
@@ -37,8 +38,7 @@ from pipelines.evaluate import (
     select_configs,
     summarise,
 )
-from pipelines.predictor import QUANTILE_LEVELS, TsfmPredictor
-from tsfm.cli import main
+from tsfm.pipelines.predictor import QUANTILE_LEVELS, TsfmPredictor
 
 KEYS = ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9"]
 
@@ -229,7 +229,7 @@ RAW = raw_dir()
 @pytest.mark.skipif(not (RAW / "m4_hourly_train.csv").is_file(), reason=f"m4_hourly raw data not found in {RAW}")
 def test_m4_hourly_matches_gift_eval(tmp_path: Path) -> None:
     """Published Seasonal Naive on m4_hourly/H/short: MASE 1.193, CRPS 0.038 (statsforecast with quantiles)."""
-    from pipelines.data.build import build_benchmark
+    from tsfm.pipelines.data.build import build_benchmark
 
     build_benchmark(tmp_path / "bench", datasets=["m4_hourly"], progress=False)
     report = evaluate(["seasonal_naive", "naive"], tmp_path / "bench", out=tmp_path / "out", progress=False)

@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("gluonts")
 pytest.importorskip("statsforecast")
 
-from pipelines.data.gift_eval import BENCHMARK_FILE
-from pipelines.data.gift_format import write_dataset
-from pipelines.evaluate import CRPS, MASE, RESULT_COLUMNS, EvaluationError
-from pipelines.report import model_order, win_rates, write_report
 from tsfm.cli import main
+from tsfm.pipelines.data.gift_eval import BENCHMARK_FILE
+from tsfm.pipelines.data.gift_format import write_dataset
+from tsfm.pipelines.evaluate import CRPS, MASE, RESULT_COLUMNS, EvaluationError
+from tsfm.pipelines.report import model_order, win_rates, write_report
 
 PNG = b"\x89PNG"
 

@@ -7,10 +7,10 @@ import torch
 
 pytest.importorskip("lightning")
 
-from pipelines.train import TrainConfig, train
 from tsfm.checkpoint import load_model
 from tsfm.cli import main
 from tsfm.config import ModelConfig
+from tsfm.pipelines.train import TrainConfig, train
 
 
 def tiny_config() -> ModelConfig:

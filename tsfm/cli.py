@@ -297,14 +297,14 @@ def _registered_backbones() -> list[str]:
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
     try:
-        from pipelines.train import TrainConfig, train
+        from tsfm.pipelines.train import TrainConfig, train
     except ImportError as err:
         raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
     from tsfm.presets import preset_config
 
     real_series, real_weights, description = (), None, "synthetic (KernelSynth + structured generators)"
     if args.real_data is not None:
-        from pipelines.train import load_real_series
+        from tsfm.pipelines.train import load_real_series
 
         try:
             real_series, real_weights = load_real_series(args.real_data)
@@ -341,7 +341,7 @@ def train_command(args: argparse.Namespace) -> int:
 def serve_command(args: argparse.Namespace) -> int:
     """The service lives in ``serving`` (it needs the ``serve`` extra); the CLI only parses and hands over."""
     try:
-        from serving.server import run
+        from tsfm.serving.server import run
     except ImportError as err:
         raise CommandError(f"serving needs the serve extra (pip install 'tsfm[serve]'): {err}") from None
     if args.workers < 1:
@@ -376,9 +376,9 @@ def _command_line() -> str | None:
     arg("--quiet", action="store_true", help="no progress bars"),
 )
 def evaluate_command(args: argparse.Namespace) -> int:
-    """The protocol lives in ``pipelines.evaluate`` (it needs the ``eval`` extra); the CLI parses and prints."""
+    """The protocol lives in ``tsfm.pipelines.evaluate`` (it needs the ``eval`` extra); the CLI parses and prints."""
     try:
-        from pipelines.evaluate import EvaluationError, evaluate, format_summary
+        from tsfm.pipelines.evaluate import EvaluationError, evaluate, format_summary
     except ImportError as err:
         raise CommandError(f"evaluation needs the eval extra (pip install 'tsfm[eval]'): {err}") from None
     try:
@@ -409,10 +409,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
     DEVICE_ARG,
 )
 def report_command(args: argparse.Namespace) -> int:
-    """Reports live in ``pipelines.report``; example plots run models, so a bad model name exits 2 too."""
+    """Reports live in ``tsfm.pipelines.report``; example plots run models, so a bad model name exits 2 too."""
     try:
-        from pipelines.evaluate import EvaluationError
-        from pipelines.report import write_report
+        from tsfm.pipelines.evaluate import EvaluationError
+        from tsfm.pipelines.report import write_report
     except ImportError as err:
         raise CommandError(f"reports need the eval extra (pip install 'tsfm[eval]'): {err}") from None
     try:
@@ -437,8 +437,8 @@ def report_command(args: argparse.Namespace) -> int:
     arg("--quiet", action="store_true", help="no progress bar"),
 )
 def data_command(args: argparse.Namespace) -> int:
-    """The same sub-commands as ``python -m pipelines.data``, reached through its own argparse wiring."""
-    from pipelines.data.__main__ import add_data_commands
+    """The same sub-commands as ``python -m tsfm.pipelines.data``, reached through its own argparse wiring."""
+    from tsfm.pipelines.data.__main__ import add_data_commands
 
     parser = argparse.ArgumentParser(prog="tsfm data")
     add_data_commands(parser.add_subparsers(dest="action", required=True))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.data.__main__ import main
-from pipelines.data.build import (
+from tsfm.pipelines.data.__main__ import main
+from tsfm.pipelines.data.build import (
     BENCHMARK,
     PRETRAIN,
     build_benchmark,
@@ -16,11 +16,11 @@ from pipelines.data.build import (
     check_disjoint,
     read_benchmark,
 )
-from pipelines.data.gift_eval import GiftEvalDataset, configurations
-from pipelines.data.gift_format import list_datasets, read_dataset
-from pipelines.data.paths import raw_dir
-from pipelines.data.sources.base import SourceDataset
-from pipelines.data.sources.wheels import wheel_available
+from tsfm.pipelines.data.gift_eval import GiftEvalDataset, configurations
+from tsfm.pipelines.data.gift_format import list_datasets, read_dataset
+from tsfm.pipelines.data.paths import raw_dir
+from tsfm.pipelines.data.sources.base import SourceDataset
+from tsfm.pipelines.data.sources.wheels import wheel_available
 
 RAW = raw_dir()
 needs_raw = pytest.mark.skipif(
@@ -37,7 +37,7 @@ needs_all_sources = pytest.mark.skipif(
 def test_golden_m4_hourly_baselines(tmp_path: Path) -> None:
     """DESIGN §5: m4_hourly/H/short gives Seasonal-Naive MASE 1.193210 and Naive MASE 11.607688."""
     pytest.importorskip("gluonts")
-    from pipelines.data.baseline_check import evaluate_baselines
+    from tsfm.pipelines.data.baseline_check import evaluate_baselines
 
     keys = build_benchmark(tmp_path, datasets=["m4_hourly"], progress=False)
     assert keys == ["m4_hourly/H/short"]

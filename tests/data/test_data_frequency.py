@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipelines.data.frequency import (
+from tsfm.pipelines.data.frequency import (
     UnknownFrequencyError,
     freq_key,
     normalise_freq,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.data.gift_eval import (
+from tsfm.pipelines.data.gift_eval import (
     GIFT_EVAL_CONFIGS,
     MED_LONG_DATASETS,
     SHORT_DATASETS,
@@ -23,7 +23,7 @@ from pipelines.data.gift_eval import (
     prediction_length,
     to_univariate,
 )
-from pipelines.data.gift_format import write_dataset
+from tsfm.pipelines.data.gift_format import write_dataset
 
 
 def _write(root: Path, name: str, freq: str, lengths: list[int], variates: int = 1) -> Path:

@@ -10,9 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from pipelines.data import gift_format
-from pipelines.data.frequency import UnknownFrequencyError
-from pipelines.data.gift_format import (
+from tsfm.pipelines.data import gift_format
+from tsfm.pipelines.data.frequency import UnknownFrequencyError
+from tsfm.pipelines.data.gift_format import (
     DatasetFieldError,
     NotADatasetError,
     is_dataset_dir,

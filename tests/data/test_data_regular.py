@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.data.regular import OffGridError, regularise
+from tsfm.pipelines.data.regular import OffGridError, regularise
 
 
 def test_duplicates_averaged_and_gaps_filled() -> None:

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.data.paths import raw_dir
-from pipelines.data.sources import SOURCES, load_source
-from pipelines.data.sources.wheels import WheelDataMissingError, open_wheel_file, wheel_available
+from tsfm.pipelines.data.paths import raw_dir
+from tsfm.pipelines.data.sources import SOURCES, load_source
+from tsfm.pipelines.data.sources.wheels import WheelDataMissingError, open_wheel_file, wheel_available
 
 RAW = raw_dir()
 needs_raw = pytest.mark.skipif(

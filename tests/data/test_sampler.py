@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from pipelines.data.sampler import SyntheticStream, WindowSampler, draw_window
+from tsfm.pipelines.data.sampler import SyntheticStream, WindowSampler, draw_window
 
 CONTEXT, HORIZON, MIN_CONTEXT = 64, 16, 8
 

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from pipelines.data.synthetic import (
+from tsfm.pipelines.data.synthetic import (
     GENERATORS,
     KERNEL_BANK,
     CompositeKernel,

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from kernels import ops, reference
+from tsfm.kernels import ops, reference
 
 B, H, K, V = 2, 2, 8, 16  # small sizes for the exactness tests
 STRESS_GATE = 50.0  # gate pre-activations of +-50 in the stability tests
@@ -118,7 +118,7 @@ class OpCase:
         make_inputs: ``(length, with_state, stress) -> Inputs`` in float32 (tests cast to float64).
         recurrent: the reference recurrent form (the spec).
         chunkwise: the reference chunkwise form, or ``None`` (sLSTM).
-        op: the public op of ``kernels.ops``.
+        op: the public op of ``tsfm.kernels.ops``.
         step: the public one-token step.
         init_state: ``(inputs) -> fresh state`` for these inputs.
     """

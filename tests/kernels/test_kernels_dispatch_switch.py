@@ -1,4 +1,4 @@
-from kernels import ops
+from tsfm.kernels import ops
 
 
 def test_reference_kernels_switch_sets_and_restores():

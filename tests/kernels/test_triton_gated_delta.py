@@ -12,10 +12,10 @@ Measured norm-wise relative errors (float32 kernel vs float64 reference, every o
 4e-3 with bf16 inputs and gradients (the bf16 rounding of the output).
 
 bf16 ``tl.dot`` operands (off: ``DOT_BF16_BY_DEFAULT``; forced on by the ``bf16_dot`` tests), bf16 inputs, with the
-interpreter's float32 -> bf16 casts rounding to nearest as the GPU's do (:mod:`kernels.triton._common`): every output,
-state and gradient <= 4.9e-3 (``dg`` the largest; the tf32 path: <= 3.1e-3 on the same inputs), <= 3.3e-3 at ``K = V =
-128`` with 64-token chunks. Nearly repeated keys (keys 1% apart, no decay, 64 tokens) are ill-conditioned for bf16
-state operands even with the triangular solve and the products with ``T`` kept in float32 operands: up to 1.5e-2
+interpreter's float32 -> bf16 casts rounding to nearest as the GPU's do (:mod:`tsfm.kernels.triton._common`): every
+output, state and gradient <= 4.9e-3 (``dg`` the largest; the tf32 path: <= 3.1e-3 on the same inputs), <= 3.3e-3 at
+``K = V = 128`` with 64-token chunks. Nearly repeated keys (keys 1% apart, no decay, 64 tokens) are ill-conditioned for
+bf16 state operands even with the triangular solve and the products with ``T`` kept in float32 operands: up to 1.5e-2
 (``beta = 1``) and 2.6e-2 (``beta = 1.99``) against 1.1e-4 for float32 operands, so no test asks bf16 operands there.
 """
 
@@ -31,10 +31,10 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
-from kernels.reference import gated_delta_rule_recurrent
-from kernels.triton.gated_delta import chunk as gd_chunk_module
-from kernels.triton.gated_delta import gated_delta_chunk
-from kernels.triton.testing import compare, rel_err
+from tsfm.kernels.reference import gated_delta_rule_recurrent
+from tsfm.kernels.triton.gated_delta import chunk as gd_chunk_module
+from tsfm.kernels.triton.gated_delta import gated_delta_chunk
+from tsfm.kernels.triton.testing import compare, rel_err
 
 B, H, K, V = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured <= 1e-6, stress inputs included)
@@ -171,8 +171,8 @@ def test_bf16_gradients_are_close():
 
 
 def test_decode_step_matches_the_reference_step():
-    from kernels.reference import gated_delta_rule_step as reference_step
-    from kernels.triton.gated_delta import gated_delta_step
+    from tsfm.kernels.reference import gated_delta_rule_step as reference_step
+    from tsfm.kernels.triton.gated_delta import gated_delta_step
 
     torch.manual_seed(10)
     (q, k, v, g, beta), state = _inputs(3, with_state=True)
@@ -187,7 +187,7 @@ def test_decode_step_matches_the_reference_step():
 
 
 def test_decode_step_equals_the_chunkwise_kernel_over_one_token():
-    from kernels.triton.gated_delta import gated_delta_step
+    from tsfm.kernels.triton.gated_delta import gated_delta_step
 
     torch.manual_seed(11)
     (q, k, v, g, beta), state = _inputs(1, with_state=True, k_dim=16, v_dim=64)
@@ -198,8 +198,8 @@ def test_decode_step_equals_the_chunkwise_kernel_over_one_token():
 
 
 def test_decode_step_asked_for_gradients_uses_the_differentiable_kernels():
-    from kernels.reference import gated_delta_rule_step as reference_step
-    from kernels.triton.gated_delta import gated_delta_step
+    from tsfm.kernels.reference import gated_delta_rule_step as reference_step
+    from tsfm.kernels.triton.gated_delta import gated_delta_step
 
     torch.manual_seed(13)
     (q, k, v, g, beta), state = _inputs(1, with_state=True)

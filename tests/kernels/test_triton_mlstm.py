@@ -9,12 +9,12 @@ bf16 ``tl.dot`` operands (the default for bf16 inputs, off under ``TSFM_MLSTM_BF
 inputs with an initial state and ragged tails, K x V = 40 x 72 (a 128-wide value tile), 64 x 64 (L = 64), 128 x 128 (L
 capped to 32) and gates of +-50, both paths (same errors); tiles narrower than 64 keep float32 operands. Worst
 relative error over the output, the final state and every gradient (the interpreter's bf16 casts round to nearest even
-as on the GPU, :mod:`kernels.triton._common`): 3.8e-3, 3.6e-3, 6.2e-3 (the initial ``n``'s gradient; 4.1e-3 on float32
-operands) and 3.3e-3. On the H200: <= 3.4e-3 at (2, 300, 4, 64) and (3, 64, 2, 128) (split path), 7.4e-3 at (128, 200,
-4, 64) (sequential). For comparison the default path (float32 operands, tf32) on the same bf16 cases: 3.7e-3, 3.7e-3,
-4.1e-3, 3.8e-3: most of the error is the bf16 output, gradients and loss weights themselves. ``dĩ`` and ``df̃`` are
-the ill-conditioned ones (a reverse cumsum of differences): over six other seeds at 64 x 64 the default path reaches
-1.9e-2 in ``df̃`` on one, bf16 operands 3.1e-2 (1.9e-2 again if ``P v`` keeps float32 operands).
+as on the GPU, :mod:`tsfm.kernels.triton._common`): 3.8e-3, 3.6e-3, 6.2e-3 (the initial ``n``'s gradient; 4.1e-3 on
+float32 operands) and 3.3e-3. On the H200: <= 3.4e-3 at (2, 300, 4, 64) and (3, 64, 2, 128) (split path), 7.4e-3 at
+(128, 200, 4, 64) (sequential). For comparison the default path (float32 operands, tf32) on the same bf16 cases:
+3.7e-3, 3.7e-3, 4.1e-3, 3.8e-3: most of the error is the bf16 output, gradients and loss weights themselves. ``dĩ`` and
+``df̃`` are the ill-conditioned ones (a reverse cumsum of differences): over six other seeds at 64 x 64 the default
+path reaches 1.9e-2 in ``df̃`` on one, bf16 operands 3.1e-2 (1.9e-2 again if ``P v`` keeps float32 operands).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import torch
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
-from kernels.reference import mlstm_recurrent
-from kernels.triton._common import block
-from kernels.triton.mlstm import chunk as chunk_module
-from kernels.triton.mlstm import mlstm_chunk
-from kernels.triton.mlstm.chunk import _dot_bf16, _state_tiles, _use_split
-from kernels.triton.testing import compare, rel_err, run_with_grads
+from tsfm.kernels.reference import mlstm_recurrent
+from tsfm.kernels.triton._common import block
+from tsfm.kernels.triton.mlstm import chunk as chunk_module
+from tsfm.kernels.triton.mlstm import mlstm_chunk
+from tsfm.kernels.triton.mlstm.chunk import _dot_bf16, _state_tiles, _use_split
+from tsfm.kernels.triton.testing import compare, rel_err, run_with_grads
 
 B, H, K, V = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured ~1e-6)
@@ -150,7 +150,7 @@ def test_split_and_sequential_paths_agree():
 
 
 def test_the_heuristic_splits_long_sequences_over_few_heads(monkeypatch):
-    from kernels.triton.mlstm import chunk
+    from tsfm.kernels.triton.mlstm import chunk
 
     monkeypatch.setattr(chunk, "SPLIT_BY_DEFAULT", True)
     # (B, T, H, D) -> chunks of 64 tokens (32 at D = 128): split where fewer (batch, head) pairs than SMs walk
@@ -166,8 +166,8 @@ def test_the_heuristic_splits_long_sequences_over_few_heads(monkeypatch):
 
 
 def test_decode_step_matches_the_reference_step():
-    from kernels.reference import mlstm_step as reference_step
-    from kernels.triton.mlstm import mlstm_step
+    from tsfm.kernels.reference import mlstm_step as reference_step
+    from tsfm.kernels.triton.mlstm import mlstm_step
 
     torch.manual_seed(8)
     (q, k, v, i, f), state = _inputs(3, with_state=True)

@@ -11,10 +11,10 @@ seeds: the cumulative log-decay reaches several hundred inside a chunk, where fl
 ~1e-4), 1.4e-7 for the decode step and <= 4.5e-3 for bf16 inputs (against the reference on the same rounded inputs).
 
 bf16 ``tl.dot`` operands (off: ``DOT_BF16_BY_DEFAULT``; forced on by the ``bf16_dot`` tests), bf16 inputs, with the
-interpreter's float32 -> bf16 casts rounding to nearest as the GPU's do (:mod:`kernels.triton._common`): every output,
-state and gradient <= 3.4e-3 (the tf32 path: <= 2.9e-3 on the same cases) except ``dA``, a cancelling sum over batch
-and time of these small heads: <= 1.0e-2 on the tests' seeds and <= 1.8e-2 over 12 seeds (the tf32 path: <= 7.5e-3),
-2.8e-3 at ``N = P = 128``.
+interpreter's float32 -> bf16 casts rounding to nearest as the GPU's do (:mod:`tsfm.kernels.triton._common`): every
+output, state and gradient <= 3.4e-3 (the tf32 path: <= 2.9e-3 on the same cases) except ``dA``, a cancelling sum over
+batch and time of these small heads: <= 1.0e-2 on the tests' seeds and <= 1.8e-2 over 12 seeds (the tf32 path: <=
+7.5e-3), 2.8e-3 at ``N = P = 128``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
-from kernels.reference import ssd_recurrent
-from kernels.triton.ssd import chunk as ssd_chunk_module
-from kernels.triton.ssd import ssd_chunk
-from kernels.triton.testing import compare, rel_err
+from tsfm.kernels.reference import ssd_recurrent
+from tsfm.kernels.triton.ssd import chunk as ssd_chunk_module
+from tsfm.kernels.triton.ssd import ssd_chunk
+from tsfm.kernels.triton.testing import compare, rel_err
 
 B, H, N, P = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured <= 7e-6)
@@ -125,8 +125,8 @@ def test_bf16_inputs_give_bf16_outputs_and_float32_states():
 
 
 def test_decode_step_matches_the_reference_step():
-    from kernels.reference import ssd_step as reference_step
-    from kernels.triton.ssd import ssd_step
+    from tsfm.kernels.reference import ssd_step as reference_step
+    from tsfm.kernels.triton.ssd import ssd_step
 
     torch.manual_seed(8)
     (x, dt, A, b, c), state = _inputs(3, with_state=True, n=16, p=48)  # P = 48: two P-blocks, the second ragged
@@ -151,8 +151,8 @@ def test_decode_step_matches_the_reference_step():
 
 def test_decode_step_with_gradients_uses_the_differentiable_chunk_kernels():
     """Grad mode with an input that requires a gradient takes the chunkwise path: gradients equal the reference's."""
-    from kernels.reference import ssd_step as reference_step
-    from kernels.triton.ssd import ssd_step
+    from tsfm.kernels.reference import ssd_step as reference_step
+    from tsfm.kernels.triton.ssd import ssd_step
 
     torch.manual_seed(9)
     x, B_, C_ = torch.randn(2, 2, 16), torch.randn(2, 2, 8), torch.randn(2, 2, 8)

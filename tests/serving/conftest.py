@@ -19,11 +19,11 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from serving.app import create_app
-from serving.settings import Settings
 from tsfm.checkpoint import save_model
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
+from tsfm.serving.app import create_app
+from tsfm.serving.settings import Settings
 
 TINY_CONFIG = ModelConfig(
     backbone="xlstm[1:1]", d_model=32, n_layers=2, n_heads=2, chunk_size=4, patch_size=32, context_length=512

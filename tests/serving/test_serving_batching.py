@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from serving.batching import BatcherClosed, BatchStats, Forecast, MicroBatcher
 from tsfm.df_utils import ForecastInputError
 from tsfm.forecast import predict
+from tsfm.serving.batching import BatcherClosed, BatchStats, Forecast, MicroBatcher
 
 T = TypeVar("T")
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from serving.app import create_app
 from tsfm.config import ModelConfig
 from tsfm.forecast import predict
+from tsfm.serving.app import create_app
 
 
 def test_health_and_ready(client: TestClient) -> None:

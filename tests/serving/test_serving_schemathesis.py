@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from serving.app import create_app
+from tsfm.serving.app import create_app
 
 MAX_EXAMPLES = 50
 CHECKS = [

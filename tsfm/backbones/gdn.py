@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kernels import ops
 from tsfm.backbones.blocks import (
     BlockStack,
     CausalConv1d,
@@ -32,6 +31,7 @@ from tsfm.backbones.blocks import (
 )
 from tsfm.backbones.registry import State, format_spec, register_backbone
 from tsfm.config import ModelConfig
+from tsfm.kernels import ops
 
 VALUE_EXPAND = 2
 OPTIONS = ("neg_eigval",)

@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kernels import ops
 from tsfm.backbones.blocks import (
     BlockStack,
     CausalConv1d,
@@ -29,6 +28,7 @@ from tsfm.backbones.blocks import (
 )
 from tsfm.backbones.registry import State, register_backbone, reject_options
 from tsfm.config import ModelConfig
+from tsfm.kernels import ops
 
 EXPAND = 2
 STATE_DIM = 64

@@ -2,7 +2,7 @@
 
 ``xlstm[3:1]`` (the default, also plain ``"xlstm"``) puts sLSTM in blocks 4, 8, ... (indices 3, 7, ...);
 ``[1:0]`` is all mLSTM, ``[0:1]`` all sLSTM (TiRex-like), ``[1:1]`` alternates starting with mLSTM.
-Both cells are DESIGN §3's stabilised exponential-gating forms, run by ``kernels.ops``; this module only projects
+Both cells are DESIGN §3's stabilised exponential-gating forms, run by ``tsfm.kernels.ops``; this module only projects
 inputs to the ops' arguments and their outputs back to the residual stream.
 """
 
@@ -14,7 +14,6 @@ import re
 import torch
 from torch import nn
 
-from kernels import ops
 from tsfm.backbones.blocks import (
     BlockStack,
     Mixer,
@@ -25,6 +24,7 @@ from tsfm.backbones.blocks import (
 )
 from tsfm.backbones.registry import State, format_spec, register_backbone
 from tsfm.config import ModelConfig
+from tsfm.kernels import ops
 
 DEFAULT_RATIO = "3:1"
 _RATIO_RE = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")

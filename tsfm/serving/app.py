@@ -1,0 +1,446 @@
+"""The app factory: ``create_app(model=..., **settings) -> FastAPI`` with every route of the service.
+
+Routes: ``POST /v1/forecast``, ``GET /v1/models``, ``GET /health``, ``GET /ready``, ``GET /metrics``, the
+OpenAPI schema, ``/docs`` and ``/redoc`` (local assets), and the forecast page at ``/``. This module wires the parts
+together (settings, schemas, the served model, the batcher, limits, auth, metrics) and turns arrays into JSON; it
+does no inference itself and holds no module-level state, so tests build as many independent apps as they like.
+
+Startup: the model's config is read when the app is built (a bad ``--model`` fails at once); the weights load and
+warm up on the model thread once the server runs, and ``/ready`` answers 200 only after that. Forecast requests
+before then get 503 with ``Retry-After``.
+
+No ``from __future__ import annotations`` here: the request class is built per app, and FastAPI must see the real
+class in the endpoint's signature, not a string it cannot resolve.
+"""
+
+import asyncio
+import json
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import orjson
+import pandas as pd
+from fastapi import Body, Depends, FastAPI, HTTPException, Request, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from tsfm import __version__
+from tsfm.df_utils import ForecastInputError, parse_freq
+from tsfm.serving.auth import api_key_dependency
+from tsfm.serving.batching import BatcherClosed, MicroBatcher
+from tsfm.serving.docs import add_offline_docs
+from tsfm.serving.limits import BodySizeLimitMiddleware
+from tsfm.serving.metrics import Metrics, MetricsMiddleware
+from tsfm.serving.registry import ModelSource, ServedModel
+from tsfm.serving.schemas import (
+    REQUEST_EXAMPLES,
+    ErrorDetail,
+    ForecastResponse,
+    Health,
+    ModelInfo,
+    ModelsResponse,
+    Readiness,
+    SeriesInputBase,
+    build_schemas,
+)
+from tsfm.serving.settings import Settings
+
+PAGE_DIR = Path(__file__).parent / "page"
+MAX_YEAR = 9999  # ISO 8601 and most clients' date types end there
+API_DESCRIPTION = """Zero-shot probabilistic forecasts from a pretrained tsfm model.
+
+Send one or many series to `POST /v1/forecast`; the answer holds the median (`mean`) and the requested quantile
+levels for each series, plus timestamps when a series gives `start` and `freq`. Concurrent requests are
+micro-batched onto one model. Bad input gets a 422 whose `detail[].loc` names the field at fault.
+"""
+log = logging.getLogger("tsfm.serving")
+
+
+@dataclass
+class Service:
+    """What the routes share; one per app, kept on ``app.state.service``."""
+
+    settings: Settings
+    served: ServedModel
+    metrics: Metrics
+    executor: ThreadPoolExecutor | None = None  # the model thread; one per run of the app (startup to shutdown)
+    batcher: MicroBatcher | None = None
+    loader: "asyncio.Task[None] | None" = None
+
+
+def create_app(settings: Settings | None = None, *, model: ModelSource | None = None, **overrides: Any) -> FastAPI:
+    """Build the service.
+
+    Args:
+        settings: a complete ``Settings``; by default read from ``TSFM_*`` environment variables.
+        model: the model to serve: a built-in name, a checkpoint folder, or a loaded model object; overrides
+            ``settings.model``. Tests pass a tiny checkpoint here so they never depend on the shipped model.
+        overrides: any ``Settings`` field, e.g. ``api_key="..."``, ``batching=False``, ``max_body_bytes=1000``.
+
+    Raises:
+        tsfm.checkpoint.CheckpointError: the model name or folder is not a readable checkpoint.
+    """
+    loaded = model is not None and not isinstance(model, (str, os.PathLike))
+    if model is not None and not loaded:
+        overrides["model"] = str(model)
+    settings = Settings(**{**settings.model_dump(), **overrides}) if settings is not None else Settings(**overrides)
+    served = ServedModel(model if loaded else settings.model, device=settings.device)  # type: ignore[arg-type]
+    service = Service(settings, served, Metrics())
+    service.metrics.model_ready.labels(served.name).set(0)
+
+    app = FastAPI(
+        title="tsfm forecasting service",
+        version=__version__,
+        description=API_DESCRIPTION,
+        lifespan=_lifespan(service),
+        docs_url=None,  # replaced by add_offline_docs: FastAPI's pages load their scripts from a CDN
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.add_exception_handler(RequestValidationError, _validation_error_handler)
+    _add_middleware(app, service)
+    auth = [Depends(api_key_dependency(settings.api_key.get_secret_value()))] if settings.api_key else []
+    _add_forecast_route(app, service, auth)
+    _add_info_routes(app, service, auth)
+    add_offline_docs(app)
+    _add_page(app)
+    return app
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Lifecycle and middleware
+
+
+def _lifespan(service: Service) -> Any:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        import torch
+
+        threads_before = torch.get_num_threads()
+        service.executor = ThreadPoolExecutor(1, thread_name_prefix="tsfm-model")
+        # set on the model thread itself: OpenMP keeps the thread count per thread as well as globally
+        threads = service.settings.resolved_torch_threads()
+        await asyncio.get_running_loop().run_in_executor(service.executor, torch.set_num_threads, threads)
+        if service.settings.load_in_background:
+            service.loader = asyncio.get_running_loop().create_task(_load(service), name="tsfm-load-model")
+        else:
+            await _load(service)
+            if not service.served.ready:
+                raise RuntimeError(f"model {service.served.name} failed to load: {service.served.error}")
+        try:
+            yield
+        finally:
+            if service.loader is not None:
+                service.loader.cancel()
+            if service.batcher is not None:
+                await service.batcher.close()
+            service.executor.shutdown(wait=False, cancel_futures=True)
+            service.loader = service.batcher = service.executor = None  # the app may be started again (tests)
+            torch.set_num_threads(threads_before)  # torch's setting is process-wide: leave it as found
+            service.metrics.model_ready.labels(service.served.name).set(0)
+
+    return lifespan
+
+
+async def _load(service: Service) -> None:
+    """Load and warm up on the model thread, then start the batcher; failures show on ``/ready``."""
+    served, settings, executor = service.served, service.settings, service.executor
+    assert executor is not None, "the model thread starts with the app"
+    await asyncio.get_running_loop().run_in_executor(executor, lambda: served.load(warmup=settings.warmup))
+    if not served.ready:
+        log.error("model %s failed to load: %s", served.name, served.error)
+        return
+    assert served.model is not None
+    batcher = MicroBatcher(
+        served.model,
+        enabled=settings.batching,
+        window_s=settings.batch_window_ms / 1000.0,
+        max_batch_series=settings.max_batch_series,
+        on_batch=service.metrics.observe_batch,
+        executor=executor,
+    )
+    batcher.start()
+    service.batcher = batcher
+    service.metrics.model_ready.labels(served.name).set(1)
+    log.info("model %s ready in %.2f s", served.name, served.load_seconds or 0.0)
+
+
+def _add_middleware(app: FastAPI, service: Service) -> None:
+    """Outermost first when read bottom-up: metrics sees every answer, including CORS refusals and 413s."""
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=service.settings.max_body_bytes)
+    if service.settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=service.settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_middleware(MetricsMiddleware, metrics=service.metrics)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# POST /v1/forecast
+
+
+def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> None:
+    settings, served = service.settings, service.served
+    schemas = build_schemas(
+        model_names=[served.name],
+        context_length=served.config.context_length,
+        max_series_per_request=settings.max_series_per_request,
+        max_points_per_series=settings.max_points_per_series,
+        max_prediction_length=settings.max_prediction_length,
+        max_quantile_levels=settings.max_quantile_levels,
+    )
+    ForecastRequest = schemas.request
+    errors: dict[int | str, dict[str, Any]] = {
+        400: {"model": ErrorDetail, "description": "the body is not UTF-8 JSON"},
+        413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},
+        503: {"model": ErrorDetail, "description": "the model is still loading (see /ready), or shutting down"},
+        504: {"model": ErrorDetail, "description": "the forecast took longer than request_timeout_s"},
+    }
+    if auth:
+        errors[401] = {"model": ErrorDetail, "description": "missing or wrong API key"}
+
+    @app.post(
+        "/v1/forecast",
+        response_model=ForecastResponse,
+        response_model_exclude_none=True,
+        dependencies=auth,
+        responses=errors,
+        tags=["forecast"],
+        summary="Forecast one or many series",
+    )
+    async def forecast(
+        body: Annotated[ForecastRequest, Body(openapi_examples=REQUEST_EXAMPLES)],  # type: ignore[valid-type]
+    ) -> Response:
+        """Zero-shot quantile forecasts for every series in `inputs`, in input order.
+
+        Each prediction has `mean` (the median), one array per requested quantile level keyed by the level
+        (`"0.1"`), and `timestamps` when the series gives `start` and `freq`. Only the last `context_length`
+        values of a series are read (see `/v1/models`).
+        """
+        batcher = _ready_batcher(service)
+        params = body.parameters
+        horizon: int = params.prediction_length
+        levels = tuple(params.quantile_levels)
+        timestamps = [_future_timestamps(series, i, horizon) for i, series in enumerate(body.inputs)]
+        arrays = [np.asarray(series.target, dtype=np.float64) for series in body.inputs]
+        try:
+            result = await asyncio.wait_for(batcher.submit(arrays, horizon, levels), settings.request_timeout_s)
+        except asyncio.TimeoutError:
+            raise HTTPException(
+                status.HTTP_504_GATEWAY_TIMEOUT,
+                f"the forecast did not finish within {settings.request_timeout_s:g} s (request_timeout_s)",
+            ) from None
+        except ForecastInputError as err:  # the schema should have caught it; still the client's input
+            raise _validation_error(("body", "inputs"), str(err), None) from None
+        except BatcherClosed:
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE, "the service is shutting down", headers={"Retry-After": "1"}
+            ) from None
+        _check_finite(result.quantiles, result.median)
+        median = np.ascontiguousarray(result.median)  # [N, H]
+        by_level = np.ascontiguousarray(np.moveaxis(result.quantiles, 2, 1))  # [N, Q, H]: one row per answer array
+        predictions = []
+        for i, series in enumerate(body.inputs):
+            entry: dict[str, Any] = {"item_id": i if series.item_id is None else series.item_id}
+            if timestamps[i] is not None:
+                entry["timestamps"] = timestamps[i]
+            entry["mean"] = median[i]
+            for j, level in enumerate(levels):
+                entry[str(level)] = by_level[i, j]
+            predictions.append(entry)
+        content = {
+            "model": params.model or served.name,
+            "predictions": predictions,
+            "warnings": _warnings(served, horizon, levels, arrays),
+        }
+        return NumpyJSONResponse(content)
+
+
+class NumpyJSONResponse(JSONResponse):
+    """JSON with float32 arrays written by orjson: each value in its shortest float32 form.
+
+    Ten times faster than ``json.dumps`` of Python floats on a typical answer (4,800 numbers: 0.4 ms against 5 ms,
+    which was the largest CPU cost of a request on the event loop) and about half the bytes; parsing a value and
+    rounding it to float32 gives back exactly what the model produced.
+    """
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _ready_batcher(service: Service) -> MicroBatcher:
+    if service.batcher is not None:
+        return service.batcher
+    detail = "the model is still loading; retry shortly (GET /ready says when)"
+    if service.served.state == "failed":
+        detail = f"the model failed to load: {service.served.error}"
+    raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail, headers={"Retry-After": "1"})
+
+
+def _future_timestamps(series: SeriesInputBase, index: int, horizon: int) -> list[str] | None:
+    """ISO timestamps of the forecast steps, or None without ``start`` and ``freq``; 422 on ``start`` if impossible."""
+    if series.start is None or series.freq is None:
+        return None
+    offset = parse_freq(series.freq)  # already validated by the schema
+    try:
+        start = pd.Timestamp(series.start)
+        if not offset.is_on_offset(start):
+            raise ValueError(f"start {start} is not on the {series.freq!r} grid; give the series' first timestamp")
+        last = start + (len(series.target) - 1) * offset
+        stamps = pd.date_range(start=last + offset, periods=horizon, freq=offset)
+        if stamps[-1].year > MAX_YEAR:
+            raise ValueError(f"the forecast would end in year {stamps[-1].year}, past {MAX_YEAR}")
+    except (ValueError, OverflowError, pd.errors.OutOfBoundsDatetime) as err:
+        message = str(err) if str(err).startswith("start") else f"timestamps past start cannot be represented: {err}"
+        raise _validation_error(("body", "inputs", index, "start"), message, series.start.isoformat()) from None
+    return [stamp.isoformat() for stamp in stamps]
+
+
+def _check_finite(quantiles: np.ndarray, median: np.ndarray) -> None:
+    """A non-finite forecast cannot be sent as JSON; name the series instead of failing with 500."""
+    bad = ~(np.isfinite(quantiles).all(axis=(1, 2)) & np.isfinite(median).all(axis=1))
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise _validation_error(
+            ("body", "inputs", index, "target"),
+            "the model's forecast for this series is not finite; its values are too extreme to scale",
+            None,
+        )
+
+
+def _warnings(served: ServedModel, horizon: int, levels: Sequence[float], arrays: Sequence[np.ndarray]) -> list[str]:
+    """The caveats ``tsfm.predict`` would warn about, said per request."""
+    notes = []
+    if horizon > served.trained_horizon:
+        notes.append(
+            f"prediction_length={horizon} is past the {served.trained_horizon} steps the model was trained to "
+            "forecast; the later steps are extrapolated and less reliable"
+        )
+    model_levels = served.config.quantile_levels
+    outside = [q for q in levels if q < model_levels[0] or q > model_levels[-1]]
+    if outside:
+        notes.append(
+            f"quantile levels {outside} lie outside the levels the model predicts ({model_levels[0]}-"
+            f"{model_levels[-1]}); they take its outermost quantiles, which understates the tails"
+        )
+    context = served.config.context_length
+    if any(len(a) > context for a in arrays):
+        notes.append(f"only the last {context} values of each series are used (the model's context_length)")
+    return notes
+
+
+async def _validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's own 422 body, made JSON-safe: the echoed ``input`` may hold Infinity or NaN (the very values being
+    refused), which strict JSON cannot carry; they are sent as the strings ``"Infinity"``, ``"-Infinity"``, ``"NaN"``.
+    """
+    assert isinstance(exc, RequestValidationError)
+    detail = _json_safe(jsonable_encoder(exc.errors()))
+    return AsciiJSONResponse(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, content={"detail": detail})
+
+
+class AsciiJSONResponse(JSONResponse):
+    """``\\u`` escapes for everything outside ASCII: an echoed input may hold an unpaired surrogate, which
+    cannot be encoded as UTF-8 but is valid JSON as an escape."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    return value
+
+
+def _validation_error(loc: tuple[int | str, ...], message: str, value: Any) -> RequestValidationError:
+    """The same 422 body FastAPI gives for schema errors, for checks that need more than one field."""
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message, "input": value}])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models, probes, metrics
+
+
+def _add_info_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
+    served = service.served
+    auth_errors = {401: {"model": ErrorDetail, "description": "missing or wrong API key"}} if auth else None
+
+    @app.get("/v1/models", response_model=ModelsResponse, dependencies=auth, responses=auth_errors, tags=["forecast"])
+    async def models() -> ModelsResponse:
+        """The served model(s), what they read and predict, and the limits on a request."""
+        config = served.config
+        info = ModelInfo(
+            name=served.name,
+            default=True,
+            ready=served.ready,
+            backbone=config.backbone,
+            parameters=served.num_parameters(),
+            context_length=config.context_length,
+            patch_size=config.patch_size,
+            trained_horizon=served.trained_horizon,
+            quantile_levels=list(config.quantile_levels),
+        )
+        return ModelsResponse(models=[info], limits=service.settings.public_limits())
+
+    @app.get("/health", response_model=Health, tags=["probes"])
+    async def health() -> Health:
+        """Liveness: 200 while the process serves HTTP, whether or not the model is loaded."""
+        return Health()
+
+    @app.get(
+        "/ready",
+        response_model=Readiness,
+        response_model_exclude_none=True,
+        responses={503: {"model": Readiness, "description": "the model is loading or failed to load"}},
+        tags=["probes"],
+    )
+    async def ready() -> Any:
+        """Readiness: 200 once the model is loaded and warmed up; 503 before (or if loading failed)."""
+        if served.ready and service.batcher is not None:
+            return Readiness(status="ready")
+        state = "failed" if served.state == "failed" else "loading"
+        body = Readiness(status=state, detail=served.error).model_dump(exclude_none=True)
+        return JSONResponse(body, status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
+
+    @app.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Prometheus"}},
+        tags=["probes"],
+    )
+    async def metrics() -> Response:
+        """Prometheus text format: requests, latency, errors, batch sizes, inference time, readiness."""
+        return Response(service.metrics.render(), media_type=service.metrics.content_type)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The page
+
+
+def _add_page(app: FastAPI) -> None:
+    """``/`` serves the page; its script and style come from ``/page/`` (all local files, no CDN)."""
+    index = (PAGE_DIR / "index.html").read_text()
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(index)
+
+    app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
