@@ -1,5 +1,9 @@
 """Checkpoints: ``config.json`` + ``model.safetensors`` in one folder (no pickle), and the shipped default model.
 
+Large weights may be split into shards ``model-00001-of-0000N.safetensors`` (each under a size limit, so they fit
+where single files are capped, e.g. 16 MiB in this repository) and stored in bfloat16 to halve the size; loading
+reads every shard and casts to the model's float32 parameters.
+
 ``config.json`` holds ``{"format": "tsfm", "format_version": 1, "model": <ModelConfig>, "training": {...}}``;
 ``training`` is free-form provenance (command, data, steps) and never affects loading. Loading checks that the
 weights match the config exactly, so a mismatched or truncated file fails loudly instead of forecasting garbage.
@@ -23,6 +27,7 @@ from tsfm.model import Forecaster
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+SHARD_PATTERN = "model-{index:05d}-of-{count:05d}.safetensors"
 FORMAT_NAME = "tsfm"
 FORMAT_VERSION = 1
 BUILTIN_MODELS = ("default",)
@@ -50,8 +55,21 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def save_model(model: Forecaster, path: str | os.PathLike[str], *, training: dict[str, Any] | None = None) -> Path:
-    """Write ``model`` to folder ``path`` atomically (a temporary folder renamed into place)."""
+def save_model(
+    model: Forecaster,
+    path: str | os.PathLike[str],
+    *,
+    training: dict[str, Any] | None = None,
+    dtype: torch.dtype | None = None,
+    max_shard_bytes: int | None = None,
+) -> Path:
+    """Write ``model`` to folder ``path`` atomically (a temporary folder renamed into place).
+
+    Args:
+        training: free-form provenance stored in ``config.json``.
+        dtype: store floating-point tensors in this dtype (e.g. ``torch.bfloat16``); ``None`` keeps theirs.
+        max_shard_bytes: split the weights into shards of at most this many tensor bytes (``None``: one file).
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -62,8 +80,16 @@ def save_model(model: Forecaster, path: str | os.PathLike[str], *, training: dic
     }
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     (staging / CONFIG_FILE).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
-    save_file(state, str(staging / WEIGHTS_FILE), metadata={"format": FORMAT_NAME})
+    state = {}
+    for name, tensor in model.state_dict().items():
+        tensor = tensor.detach().to("cpu")
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(dtype)
+        state[name] = tensor.contiguous()
+    shards = _shards(state, max_shard_bytes)
+    for index, shard in enumerate(shards, start=1):
+        name = WEIGHTS_FILE if len(shards) == 1 else SHARD_PATTERN.format(index=index, count=len(shards))
+        save_file(shard, str(staging / name), metadata={"format": FORMAT_NAME})
     if target.exists():
         backup = target.with_name(f".{target.name}.old")
         target.rename(backup)
@@ -74,6 +100,29 @@ def save_model(model: Forecaster, path: str | os.PathLike[str], *, training: dic
     else:
         staging.rename(target)
     return target
+
+
+def _shards(state: dict[str, torch.Tensor], max_bytes: int | None) -> list[dict[str, torch.Tensor]]:
+    """Split ``state`` in order into groups of at most ``max_bytes`` tensor bytes (a larger tensor alone)."""
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, tensor in state.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if max_bytes is not None and shards[-1] and size + nbytes > max_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensor
+        size += nbytes
+    return shards
+
+
+def weight_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The weight file(s) of a checkpoint folder: ``model.safetensors`` or its shards, in order."""
+    folder = Path(path)
+    single = folder / WEIGHTS_FILE
+    if single.is_file():
+        return [single]
+    return sorted(folder.glob("model-*-of-*.safetensors"))
 
 
 def read_checkpoint_config(path: str | os.PathLike[str]) -> tuple[ModelConfig, dict[str, Any]]:
@@ -104,13 +153,19 @@ def load_model(name_or_path: str | os.PathLike[str] = "default", *, device: str 
     """Load a Forecaster from a built-in name (``"default"``) or a checkpoint folder, in eval mode."""
     path = resolve_model_path(name_or_path)
     config, _ = read_checkpoint_config(path)
-    weights_path = path / WEIGHTS_FILE
-    if not weights_path.is_file():
-        raise CheckpointError(f"{weights_path} not found")
-    try:
-        state = load_file(str(weights_path))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(f"{weights_path} is corrupt or not a safetensors file: {err}") from err
+    files = weight_files(path)
+    if not files:
+        raise CheckpointError(f"{path / WEIGHTS_FILE} not found (nor shards model-*-of-*.safetensors)")
+    if files[0].name != WEIGHTS_FILE:
+        count = int(files[0].name.rsplit("-of-", 1)[1].split(".")[0])
+        if len(files) != count:
+            raise CheckpointError(f"{path}: {len(files)} weight shard(s) found, their names say {count}")
+    state: dict[str, torch.Tensor] = {}
+    for weights_path in files:
+        try:
+            state.update(load_file(str(weights_path)))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise CheckpointError(f"{weights_path} is corrupt or not a safetensors file: {err}") from err
     try:
         model = Forecaster(config)
     except ValueError as err:
@@ -129,5 +184,5 @@ def load_model(name_or_path: str | os.PathLike[str] = "default", *, device: str 
             k = wrong_shape[0]
             details.append(f"shape mismatch for {k}: file {tuple(state[k].shape)} vs config {tuple(expected[k].shape)}")
         raise CheckpointError(f"{path}: weights do not match config.json ({'; '.join(details)})")
-    model.load_state_dict(state)
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()})
     return model.to(device).eval()

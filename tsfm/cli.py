@@ -275,55 +275,77 @@ def _registered_backbones() -> list[str]:
 
 @command(
     "train",
-    "Pretrain a model from scratch on synthetic series (and real ones, if given); writes a checkpoint folder.",
+    "Pretrain a model on synthetic series and a real corpus (on the GPU when there is one); resumes a run whose "
+    "--out already holds a checkpoint. Writes OUT/model (a tsfm checkpoint), OUT/checkpoints, OUT/logs, OUT/loss.png.",
     arg("--backbone", default="xlstm[3:1]", help="registered backbone spec, e.g. xlstm[3:1], mamba2, gdn[neg_eigval]"),
     arg("--preset", default="1M", help="scale preset: 1M, 3M, 10M, 40M or 80M (default: 1M)"),
-    arg("--out", type=Path, required=True, help="checkpoint folder to write"),
-    arg("--steps", type=int, default=1000, help="optimizer steps (default: 1000)"),
+    arg("--out", type=Path, required=True, help="run folder (resumed if it holds checkpoints/last.ckpt)"),
+    arg("--steps", type=int, default=1000, help="optimizer steps of the whole run (default: 1000)"),
     arg("--batch-size", type=int, default=64, help="windows per step (default: 64)"),
     arg("--learning-rate", type=float, default=1e-3, help="peak AdamW learning rate (default: 1e-3)"),
     arg("--warmup-steps", type=int, default=100, help="linear warm-up steps (default: 100)"),
-    arg("--context-length", type=int, default=512, help="training context in steps (default: 512)"),
+    arg("--context-length", type=int, default=2048, help="longest training context in steps (default: 2048)"),
+    arg("--horizon-patches", type=int, default=None,
+        help="future patches scored per window (the model's train_horizon_patches; default: the preset's)"),
     arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
     arg("--real-data", type=Path, default=None,
-        help="GIFT-Eval-format root of real series to mix in (e.g. from `tsfm data build-pretrain`)"),
-    arg("--synthetic-fraction", type=float, default=None,
+        help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
+    arg("--validation-share", type=float, default=0.05,
+        help="share of whole real series held out for validation and checkpoint choice (default: 0.05)"),
+    arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
+    arg("--synthetic-share", type=float, default=None,
         help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
+    arg("--mixup-prob", type=float, default=0.2, help="share of TSMixup windows (default: 0.2)"),
+    arg("--pool-size", type=int, default=4096, help="synthetic series kept on the device (default: 4096)"),
+    arg("--val-every", type=int, default=250, help="steps between validations (default: 250)"),
+    arg("--checkpoint-every", type=int, default=250, help="steps between resume checkpoints (default: 250)"),
+    arg("--max-minutes", type=float, default=None,
+        help="wall-clock budget of this call: stop cleanly, save, resume later with the same command"),
     arg("--seed", type=int, default=0, help="random seed (default: 0)"),
-    arg("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)"),
-    arg("--precision", default="32-true", help="Lightning precision, e.g. 32-true or bf16-mixed"),
+    arg("--precision", default="auto", help="Lightning precision (default: bf16-mixed on a GPU, else 32-true)"),
     arg("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu"),
+    arg("--compile", action="store_true", help="torch.compile the model"),
 )
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
     try:
-        from tsfm.pipelines.train import TrainConfig, train
+        from tsfm.pipelines.train import TrainConfig, TrainingError, train
     except ImportError as err:
         raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
+    import torch
+
+    from tsfm.pipelines.data.corpus import CorpusError, load_corpus
     from tsfm.presets import preset_config
 
-    real_series, real_weights, description = (), None, "synthetic (KernelSynth + structured generators)"
-    if args.real_data is not None:
-        from tsfm.pipelines.train import load_real_series
-
-        try:
-            real_series, real_weights = load_real_series(args.real_data)
-        except (OSError, ValueError) as err:
-            raise CommandError(f"--real-data {args.real_data}: {err}") from None
-        description = f"synthetic + {len(real_series)} real series from {args.real_data}"
-    fraction = args.synthetic_fraction if args.synthetic_fraction is not None else (
-        1.0 if args.real_data is None else 0.5)
     try:
-        model_config = preset_config(args.backbone, args.preset, context_length=args.context_length)
+        changes = {"context_length": max(args.context_length, 2048)}
+        if args.horizon_patches is not None:
+            changes["train_horizon_patches"] = args.horizon_patches
+        model_config = preset_config(args.backbone, args.preset, **changes)
+        share = args.synthetic_share if args.synthetic_share is not None else (
+            1.0 if args.real_data is None else 0.5)
+        gpu = args.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        precision = args.precision if args.precision != "auto" else ("bf16-mixed" if gpu else "32-true")
         train_config = TrainConfig(
             steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
-            seed=args.seed, num_workers=args.num_workers, precision=args.precision, synthetic_fraction=fraction,
+            synthetic_share=share, mixup_prob=args.mixup_prob, pool_size=args.pool_size, seed=args.seed,
+            precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
+            max_minutes=args.max_minutes, compile=args.compile,
         )
-    except ValueError as err:
+        real = validation = None
+        description = "synthetic priors (tsfm.pipelines.data.priors)"
+        if args.real_data is not None:
+            real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
+                                           validation_share=args.validation_share)
+            description += (f" + {len(real)} real series from {args.real_data} ({len(validation)} held out for "
+                            "validation)")
+        path = train(model_config, train_config, args.out, real=real, validation=validation,
+                     data_description=description, accelerator=args.accelerator)
+    except (TrainingError, CorpusError) as err:
         raise CommandError(str(err)) from None
-    path = train(model_config, train_config, args.out, real_series=real_series, real_weights=real_weights,
-                 data_description=description, accelerator=args.accelerator)
+    except ValueError as err:  # an unknown backbone or preset
+        raise CommandError(str(err)) from None
     print(f"wrote {path}")
     return EXIT_OK
 

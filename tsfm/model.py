@@ -93,6 +93,7 @@ class Forecaster(nn.Module):
         mask_ratio: float = 0.0,
         max_mask_run: int = 4,
         generator: torch.Generator | None = None,
+        hidden_patches: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Pinball loss of next-patch forecasts over the context and the future (DESIGN §2.5).
 
@@ -101,6 +102,9 @@ class Forecaster(nn.Module):
             target: ``[B, H]`` the steps right after the context, NaN where unknown.
             mask_ratio: fraction of context patches hidden in contiguous runs (contiguous patch masking).
             max_mask_run: longest hidden run, in patches.
+            generator: random source of the mask drawn from ``mask_ratio``.
+            hidden_patches: ``[B, T / P]`` bool, patches to hide (True), drawn by the caller; replaces the
+                ``mask_ratio`` draw (the GPU data path draws it with the batch, on the device).
         Every token's forecast of the following patch is scored wherever that patch has values, so the context
         itself supervises next-patch prediction and the masked future tokens supervise the horizon. The scale is
         fitted on what the model sees (hidden patches excluded), exactly as at inference.
@@ -110,11 +114,14 @@ class Forecaster(nn.Module):
             raise ValueError(f"training context length must be a multiple of {patch}, got {context.shape[-1]}")
         batch, num_ctx = context.shape[0], context.shape[-1] // patch
         num_out_future = math.ceil(target.shape[-1] / patch)
-        visible = context
-        if mask_ratio > 0:
+        if hidden_patches is None and mask_ratio > 0:
             hidden_patches = contiguous_patch_mask(
                 batch, num_ctx, mask_ratio=mask_ratio, max_run=max_mask_run, generator=generator
             ).to(context.device)
+        visible = context
+        if hidden_patches is not None:
+            if hidden_patches.shape != (batch, num_ctx):
+                raise ValueError(f"hidden_patches must be [{batch}, {num_ctx}], got {tuple(hidden_patches.shape)}")
             visible = context.masked_fill(hidden_patches.repeat_interleave(patch, dim=1), float("nan"))
         out = self(visible, num_future_tokens=num_out_future - 1)
         pad = num_out_future * patch - target.shape[-1]

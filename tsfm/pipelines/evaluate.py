@@ -268,10 +268,13 @@ def _provenance(spec: str) -> dict[str, Any]:
     changes whenever the shipped model is retrained)."""
     import hashlib
 
-    from tsfm.checkpoint import WEIGHTS_FILE, read_checkpoint_config, resolve_model_path
+    from tsfm.checkpoint import read_checkpoint_config, resolve_model_path, weight_files
 
     path = resolve_model_path(spec)
-    digest = hashlib.sha256((path / WEIGHTS_FILE).read_bytes()).hexdigest()
+    sha = hashlib.sha256()
+    for file in weight_files(path):
+        sha.update(file.read_bytes())
+    digest = sha.hexdigest()
     _, training = read_checkpoint_config(path)
     return {"weights_sha256": digest, "training_command": training.get("command")}
 

@@ -1,14 +1,24 @@
-"""Pretraining: a Lightning module around ``Forecaster.training_loss`` and a data module over synthetic and real series.
+"""Pretraining: a Lightning module around ``Forecaster.training_loss`` fed by the device-resident batch sampler.
 
-Why Lightning: checkpointing, progress bars, precision, gradient clipping and multi-GPU come for free and are
-well tested; this file only says what is specific to us (the loss, the sampler, the schedule). The result of a
-run is a tsfm checkpoint folder (``config.json`` + ``model.safetensors``) written by ``tsfm.checkpoint``, with the
-training provenance (command, data, steps, final loss) inside ``config.json``.
+Why Lightning: checkpointing with exact resume (model, optimizer, scheduler, loop counters), mixed precision,
+gradient clipping, a wall-clock budget (``max_time``), CSV logs and multi-device strategies are well tested there;
+this file says only what is ours: the loss, where batches come from, the schedule and which checkpoint to keep.
+
+Batches do not come from a DataLoader: :class:`~tsfm.pipelines.data.batches.BatchSampler` draws batch ``s`` on the
+model's device from ``(seed, s)`` alone, so resuming at step ``s`` replays exactly the batches of an uninterrupted
+run (tested). The Lightning loop is driven by an endless stream of empty ticks.
+
+A run writes under ``out``: ``checkpoints/last.ckpt`` (resume point, written every ``checkpoint_every`` steps and
+when the run stops), ``checkpoints/best.ckpt`` (lowest validation loss), ``logs/version_*/metrics.csv`` (one version
+per call), ``loss.png``, and ``model/`` (a tsfm checkpoint folder with the best weights and the provenance). The
+validation split is whole held-out series of the real corpus (:mod:`tsfm.pipelines.data.corpus`), never the
+benchmark.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -19,14 +29,23 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
-from torch.utils.data import DataLoader
 
 from tsfm.checkpoint import save_model
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
-from tsfm.pipelines.data.sampler import SyntheticStream, WindowSampler
+from tsfm.pipelines.data.batches import Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
+from tsfm.pipelines.data.corpus import Corpus
+
+__all__ = ["PretrainModule", "TrainConfig", "TrainingError", "batch_config", "read_metrics", "train"]
+
+#: The exported model is stored in bfloat16 shards of at most this size, so every file fits where single files are
+#: capped (16 MiB in this repository and for device transfers); loading casts back to float32.
+EXPORT_SHARD_BYTES = 15 * 2**20
+
+
+class TrainingError(ValueError):
+    """A training request that cannot run (bad settings or data), raised before any compute is spent."""
 
 
 @dataclass(frozen=True)
@@ -34,21 +53,26 @@ class TrainConfig:
     """How to train (the model itself is described by ``ModelConfig``).
 
     Attributes:
-        steps: optimizer steps.
+        steps: optimizer steps of the whole run (the schedule's length; a run may span several calls).
         batch_size: windows per step.
         learning_rate: peak AdamW learning rate (linear warm-up, cosine decay to 10%).
         warmup_steps: linear warm-up length.
         weight_decay: AdamW weight decay (not applied to biases and norm gains).
-        context_length: training context in steps (multiple of the patch size); the model is trained on random
-            shorter contexts too (the sampler draws lengths down to one patch).
-        mask_ratio: fraction of context patches hidden in contiguous runs.
-        max_mask_run: longest hidden run in patches.
-        synthetic_fraction: share of windows drawn from fresh synthetic series (the rest from ``real_series``).
-        synthetic_pool: synthetic series kept in the generator's pool.
+        context_length: longest training context in steps (a multiple of the patch size).
+        synthetic_share: share of windows drawn from the synthetic pool (the rest from the real corpus).
+        mixup_prob: share of windows that are TSMixup mixtures.
+        mask_ratio: share of context patches hidden in contiguous runs; max_mask_run: longest run.
+        noise_prob, stride_prob, missing_prob: shares of windows given noise, a stride, missing values.
+        pool_size: synthetic series kept on the device (refreshed chunk by chunk while training).
         grad_clip: gradient-norm clip.
         seed: everything random derives from it.
-        num_workers: DataLoader workers.
-        precision: Lightning precision string ("32-true", "bf16-mixed", ...).
+        precision: Lightning precision ("32-true", "bf16-mixed", ...).
+        val_every: steps between validations (and best-checkpoint updates).
+        val_batches: fixed validation batches (drawn once from the held-out series).
+        checkpoint_every: steps between resume checkpoints.
+        log_every: steps between logged training losses.
+        max_minutes: wall-clock budget of this call; the run stops cleanly, saves, and can be resumed.
+        compile: ``torch.compile`` the model (measured before use: see benchmarks/RESULTS.md).
     """
 
     steps: int = 1000
@@ -57,39 +81,112 @@ class TrainConfig:
     warmup_steps: int = 100
     weight_decay: float = 0.05
     context_length: int = 512
+    synthetic_share: float = 0.5
+    mixup_prob: float = 0.2
     mask_ratio: float = 0.15
     max_mask_run: int = 4
-    synthetic_fraction: float = 1.0
-    synthetic_pool: int = 2048
+    noise_prob: float = 0.1
+    stride_prob: float = 0.1
+    missing_prob: float = 0.05
+    pool_size: int = 4096
     grad_clip: float = 1.0
     seed: int = 0
-    num_workers: int = 0
     precision: str = "32-true"
+    val_every: int = 250
+    val_batches: int = 4
+    checkpoint_every: int = 250
+    log_every: int = 10
+    max_minutes: float | None = None
+    compile: bool = False
 
     def __post_init__(self) -> None:
-        if self.steps <= 0 or self.batch_size <= 0:
-            raise ValueError("steps and batch_size must be positive")
-        if not 0.0 <= self.synthetic_fraction <= 1.0:
-            raise ValueError(f"synthetic_fraction must be in [0, 1], got {self.synthetic_fraction}")
+        problems = []
+        for name in ("steps", "batch_size", "context_length", "val_every", "val_batches", "checkpoint_every",
+                     "log_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            problems.append(f"warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
+        if not self.learning_rate > 0:
+            problems.append(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            problems.append(f"max_minutes must be > 0, got {self.max_minutes!r}")
+        if problems:
+            raise TrainingError("invalid TrainConfig: " + "; ".join(problems))
 
 
-class ForecasterModule(L.LightningModule):
-    """Lightning wrapper: one training step = pinball loss on a batch of windows."""
+def batch_config(model_config: ModelConfig, train_config: TrainConfig, **changes: Any) -> BatchConfig:
+    """The sampler settings for a model and a run (the horizon is the model's ``train_horizon_patches``)."""
+    cfg = train_config
+    try:
+        return BatchConfig(
+            batch_size=cfg.batch_size,
+            context_length=cfg.context_length,
+            prediction_length=model_config.train_horizon_patches * model_config.patch_size,
+            patch_size=model_config.patch_size,
+            synthetic_share=cfg.synthetic_share,
+            mixup_prob=cfg.mixup_prob,
+            mask_ratio=cfg.mask_ratio,
+            max_mask_run=cfg.max_mask_run,
+            noise_prob=cfg.noise_prob,
+            stride_prob=cfg.stride_prob,
+            missing_prob=cfg.missing_prob,
+            pool_size=cfg.pool_size,
+            pool_chunks=16 if cfg.pool_size % 16 == 0 else 1,
+            **changes,
+        )
+    except ValueError as err:
+        raise TrainingError(str(err)) from None
 
-    def __init__(self, model_config: ModelConfig, train_config: TrainConfig) -> None:
+
+def _validation_config(config: BatchConfig) -> BatchConfig:
+    """Plain forecasting windows of real held-out series: no mixing, augmentation or masking."""
+    return dataclasses.replace(config, synthetic_share=0.0, mixup_prob=0.0, noise_prob=0.0, stride_prob=0.0,
+                               missing_prob=0.0, mask_ratio=0.0, pool_size=0)
+
+
+class _Ticks(torch.utils.data.IterableDataset):
+    """Endless placeholders that drive Lightning's loop; the batch itself is drawn in ``training_step``."""
+
+    def __iter__(self):
+        while True:
+            yield 0
+
+
+class PretrainModule(L.LightningModule):
+    """One training step = pinball loss on batch ``global_step`` of the sampler (drawn on the model's device)."""
+
+    def __init__(self, model_config: ModelConfig, train_config: TrainConfig, *, real: Corpus | None,
+                 validation: Corpus | None, prior: PriorFn | None) -> None:
         super().__init__()
         self.model = Forecaster(model_config)
-        self.train_config = train_config
+        self.model_config, self.train_config = model_config, train_config
+        self._real, self._validation, self._prior = real, validation, prior
+        self.sampler: BatchSampler | None = None
+        self.val_data: list[Batch] = []
+        self.tokens_per_window = train_config.context_length // model_config.patch_size \
+            + model_config.train_horizon_patches
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.model.training_loss(
-            batch["context"],
-            batch["target"],
-            mask_ratio=self.train_config.mask_ratio,
-            max_mask_run=self.train_config.max_mask_run,
-        )
-        self.log("train_loss", loss, prog_bar=True, on_step=True, batch_size=batch["context"].shape[0])
+    def on_fit_start(self) -> None:
+        config = batch_config(self.model_config, self.train_config)
+        self.sampler = BatchSampler(config, self._real, prior=self._prior, seed=self.train_config.seed,
+                                    device=self.device)
+        if self._validation is not None and len(self._validation):
+            validation = BatchSampler(_validation_config(config), self._validation,
+                                      seed=self.train_config.seed + 1, device=self.device)
+            self.val_data = fixed_batches(validation, self.train_config.val_batches)
+
+    def training_step(self, _tick: Any, _index: int) -> torch.Tensor:
+        batch = self.sampler.draw(self.global_step)
+        loss = self.model.training_loss(batch.context, batch.target, hidden_patches=batch.hidden_patches)
+        self.log("train_loss", loss, on_step=True, prog_bar=True, batch_size=batch.context.shape[0])
         return loss
+
+    def validation_step(self, index: torch.Tensor, _index: int) -> None:
+        batch = self.val_data[int(index)]
+        loss = self.model.training_loss(batch.context, batch.target)
+        self.log("val_loss", loss, on_epoch=True, prog_bar=True, batch_size=batch.context.shape[0])
 
     def configure_optimizers(self) -> dict[str, Any]:
         decay, no_decay = [], []
@@ -98,8 +195,7 @@ class ForecasterModule(L.LightningModule):
         cfg = self.train_config
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.learning_rate,
-            betas=(0.9, 0.95),
+            lr=cfg.learning_rate, betas=(0.9, 0.95), fused=self.device.type == "cuda",
         )
 
         def schedule(step: int) -> float:
@@ -111,66 +207,51 @@ class ForecasterModule(L.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-
-class MixedStream(torch.utils.data.IterableDataset):
-    """Interleave synthetic and real windows with a fixed share, deterministically per seed."""
-
-    def __init__(self, synthetic: torch.utils.data.IterableDataset | None,
-                 real: torch.utils.data.IterableDataset | None, synthetic_fraction: float, seed: int) -> None:
-        super().__init__()
-        self.synthetic, self.real = synthetic, real
-        self.synthetic_fraction, self.seed = synthetic_fraction, seed
-
-    def __iter__(self):
-        info = torch.utils.data.get_worker_info()
-        rng = np.random.default_rng([self.seed, info.id if info else 0, 7])
-        synthetic = iter(self.synthetic) if self.synthetic is not None else None
-        real = iter(self.real) if self.real is not None else None
-        while True:
-            use_synthetic = real is None or (synthetic is not None and rng.random() < self.synthetic_fraction)
-            yield next(synthetic if use_synthetic else real)
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["tsfm"] = {"model_config": self.model_config.to_dict(),
+                              "train_config": dataclasses.asdict(self.train_config)}
 
 
-def load_real_series(root: str | os.PathLike[str], *, min_length: int = 64) -> tuple[list[np.ndarray], np.ndarray]:
-    """Every univariate series (multivariate targets split per variate) of a GIFT-Eval-format root, with weights.
+class _ResumePoint(L.Callback):
+    """``last.ckpt`` every ``every`` steps and when training stops (step budget, time budget or interrupt), plus the
+    run's accumulated training seconds, so a run spread over several calls knows its total cost."""
 
-    Weights give each dataset the same total share, so a corpus with one huge and many small sets is not
-    dominated by the huge one. Series with fewer than ``min_length`` observed steps are dropped.
-    Returns ``(series, weights)``.
-    """
-    from tsfm.pipelines.data.gift_format import read_root
+    def __init__(self, path: Path, every: int) -> None:
+        self.path, self.every = path, every
+        self.seconds_before = 0.0
+        self.started = time.monotonic()
 
-    series: list[np.ndarray] = []
-    weights: list[float] = []
-    for _, entries in sorted(read_root(root).items()):
-        kept = []
-        for entry in entries:
-            target = np.asarray(entry["target"], dtype=np.float32)
-            for variate in target.reshape(-1, target.shape[-1]):
-                if np.isfinite(variate).sum() >= min_length:
-                    kept.append(variate)
-        series += kept
-        weights += [1.0 / len(kept)] * len(kept) if kept else []
-    if not series:
-        raise ValueError(f"no series with at least {min_length} observed steps under {root}")
-    return series, np.asarray(weights)
+    def elapsed(self) -> float:
+        return self.seconds_before + time.monotonic() - self.started
+
+    def state_dict(self) -> dict[str, float]:
+        return {"train_seconds": self.elapsed()}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.seconds_before = float(state.get("train_seconds", 0.0))
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        self.started = time.monotonic()
+
+    def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
+        if trainer.global_step % self.every == 0:
+            trainer.save_checkpoint(self.path)
+
+    def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        trainer.save_checkpoint(self.path)
 
 
-def make_dataloader(model_config: ModelConfig, train_config: TrainConfig,
-                    real_series: Sequence[np.ndarray] = (), real_weights: np.ndarray | None = None) -> DataLoader:
-    """Windows of ``context_length`` + ``train_horizon_patches * patch_size`` steps from synthetic and real data."""
-    prediction_length = model_config.train_horizon_patches * model_config.patch_size
-    common = dict(context_length=train_config.context_length, prediction_length=prediction_length,
-                  patch_size=model_config.patch_size)
-    synthetic = None
-    if train_config.synthetic_fraction > 0 or not len(real_series):
-        synthetic = SyntheticStream(**common, pool_size=train_config.synthetic_pool, seed=train_config.seed)
-    real = None
-    if len(real_series):
-        real = WindowSampler(list(real_series), **common, seed=train_config.seed + 1, weights=real_weights)
-    fraction = train_config.synthetic_fraction if real is not None else 1.0
-    stream = MixedStream(synthetic, real, fraction, train_config.seed)
-    return DataLoader(stream, batch_size=train_config.batch_size, num_workers=train_config.num_workers)
+def _check_resume(checkpoint_path: Path, model_config: ModelConfig, train_config: TrainConfig) -> None:
+    """Refuse to resume a run whose model or data settings differ (only the time budget may change)."""
+    saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False).get("tsfm", {})
+    if saved.get("model_config") != model_config.to_dict():
+        raise TrainingError(f"{checkpoint_path} was trained with another model config; use a new --out")
+    ours = dataclasses.asdict(train_config)
+    theirs = dict(saved.get("train_config", {}))
+    changed = sorted(k for k in ours if k != "max_minutes" and theirs.get(k) != ours[k])
+    if changed:
+        raise TrainingError(f"{checkpoint_path} was trained with other settings ({', '.join(changed)}); "
+                            "resume with the same settings or use a new --out")
 
 
 def train(
@@ -178,38 +259,153 @@ def train(
     train_config: TrainConfig,
     out_dir: str | os.PathLike[str],
     *,
-    real_series: Sequence[np.ndarray] = (),
-    real_weights: np.ndarray | None = None,
-    data_description: str = "synthetic",
+    real: Corpus | None = None,
+    validation: Corpus | None = None,
+    prior: PriorFn | None = None,
+    data_description: str = "",
     accelerator: str = "auto",
     progress: bool = True,
+    callbacks: Sequence[L.Callback] = (),
 ) -> Path:
-    """Train a Forecaster from scratch and write its checkpoint to ``out_dir``; returns the folder."""
+    """Train (or resume, if ``out_dir/checkpoints/last.ckpt`` exists) and write the tsfm checkpoint ``out_dir/model``.
+
+    Args:
+        real: training corpus (``None``: synthetic only); validation: held-out series (``None``: no validation,
+            the last weights are exported).
+        prior: synthetic generator for the pool (default: :func:`tsfm.pipelines.data.priors.sample_priors`).
+        callbacks: more Lightning callbacks (e.g. to stop early).
+    Returns:
+        The exported checkpoint folder.
+    """
+    if train_config.context_length % model_config.patch_size:
+        raise TrainingError(f"context_length ({train_config.context_length}) must be a multiple of the patch size "
+                            f"({model_config.patch_size})")
+    if train_config.context_length > model_config.context_length:
+        raise TrainingError(f"context_length ({train_config.context_length}) exceeds the model's "
+                            f"({model_config.context_length})")
+    if prior is None and train_config.synthetic_share > 0:
+        from tsfm.pipelines.data.priors import sample_priors as prior
+    if (real is None or not len(real)) and (prior is None or train_config.synthetic_share == 0):
+        raise TrainingError("nothing to train on: give real series or a synthetic share > 0")
+    batch_config(model_config, train_config)  # bad sampler settings fail here, before any compute
+
+    out = Path(out_dir)
+    checkpoints = out / "checkpoints"
+    last = checkpoints / "last.ckpt"
+    resume = last.is_file()
+    if resume:
+        _check_resume(last, model_config, train_config)
     L.seed_everything(train_config.seed, workers=True, verbose=False)
-    module = ForecasterModule(model_config, train_config)
-    loader = make_dataloader(model_config, train_config, real_series, real_weights)
+    torch.set_float32_matmul_precision("high")
+    module = PretrainModule(model_config, train_config, real=real, validation=validation, prior=prior)
+    has_validation = validation is not None and len(validation) > 0
+    resume_point = _ResumePoint(last, train_config.checkpoint_every)
+    callbacks = [resume_point, *callbacks]
+    if has_validation:
+        callbacks.append(L.pytorch.callbacks.ModelCheckpoint(
+            dirpath=checkpoints, filename="best", monitor="val_loss", mode="min", save_top_k=1,
+            enable_version_counter=False))
+    if progress:
+        callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=50))
     trainer = L.Trainer(
         max_steps=train_config.steps,
+        max_time={"minutes": train_config.max_minutes} if train_config.max_minutes else None,
         accelerator=accelerator,
         devices=1,
         precision=train_config.precision,
         gradient_clip_val=train_config.grad_clip,
-        logger=False,
-        enable_checkpointing=False,
+        logger=L.pytorch.loggers.CSVLogger(out, name="logs"),
+        callbacks=callbacks,
+        enable_checkpointing=has_validation,
         enable_progress_bar=progress,
         enable_model_summary=False,
-        log_every_n_steps=10,
+        log_every_n_steps=train_config.log_every,
+        val_check_interval=train_config.val_every if has_validation else None,
+        check_val_every_n_epoch=None,
+        limit_val_batches=train_config.val_batches if has_validation else 0,
+        num_sanity_val_steps=0,
     )
-    started = time.time()
-    trainer.fit(module, train_dataloaders=loader)
+    if train_config.compile:
+        module.model = torch.compile(module.model)
+    ticks = torch.utils.data.DataLoader(_Ticks(), batch_size=None)
+    val_loader = torch.utils.data.DataLoader(range(train_config.val_batches), batch_size=None) \
+        if has_validation else None
+    trainer.fit(module, train_dataloaders=ticks, val_dataloaders=val_loader, ckpt_path=last if resume else None)
+    return _export(module, trainer, out, train_config, resume_point, data_description, real, validation)
+
+
+def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config: TrainConfig,
+            resume_point: _ResumePoint, data_description: str, real: Corpus | None,
+            validation: Corpus | None) -> Path:
+    """Write the best (else last) weights as a tsfm checkpoint with the run's provenance, and the loss plot."""
+    model: Forecaster = getattr(module.model, "_orig_mod", module.model)
+    best_path = out / "checkpoints" / "best.ckpt"
+    best_score = None
+    if best_path.is_file():
+        state = torch.load(best_path, map_location="cpu", weights_only=False)
+        weights = {k.removeprefix("model.").replace("_orig_mod.", ""): v for k, v in state["state_dict"].items()}
+        model = Forecaster(module.model_config)
+        model.load_state_dict(weights)
+        callback = next(iter(v for k, v in state.get("callbacks", {}).items() if "ModelCheckpoint" in k), {})
+        best_score = callback.get("best_model_score")
+        best_score = None if best_score is None else float(best_score)
     final_loss = trainer.callback_metrics.get("train_loss")
+    steps = trainer.global_step
     provenance = {
         "command": " ".join(["tsfm", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("tsfm") else None,
         "train_config": dataclasses.asdict(train_config),
         "data": data_description,
+        "real_series": len(real) if real is not None else 0,
+        "validation_series": len(validation) if validation is not None else 0,
+        "steps": steps,
+        "windows_seen": steps * train_config.batch_size,
+        "tokens_seen": steps * train_config.batch_size * module.tokens_per_window,
         "final_train_loss": None if final_loss is None else float(final_loss),
-        "wall_seconds": round(time.time() - started, 1),
-        "num_parameters": module.model.num_parameters(),
+        "best_val_loss": best_score,
+        "train_seconds": round(resume_point.elapsed(), 1),
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "num_parameters": model.num_parameters(),
         "torch": torch.__version__,
     }
-    return save_model(module.model.cpu(), out_dir, training=provenance)
+    path = save_model(model.float().cpu(), out / "model", training=provenance, dtype=torch.bfloat16,
+                      max_shard_bytes=EXPORT_SHARD_BYTES)
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    _plot_losses(out)
+    return path
+
+
+def read_metrics(out: str | os.PathLike[str]) -> Any:
+    """Every logged metric of a run (all calls: ``logs/version_*``), one row per step, as a DataFrame."""
+    import pandas as pd
+
+    frames = [pd.read_csv(p) for p in sorted(Path(out).glob("logs/version_*/metrics.csv"))]
+    if not frames:
+        return pd.DataFrame(columns=["step"])
+    return pd.concat(frames, ignore_index=True).groupby("step", as_index=False).last()
+
+
+def _plot_losses(out: Path) -> None:
+    """``loss.png``: training loss (smoothed) and validation loss against the step."""
+    metrics = read_metrics(out)
+    if metrics.empty:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if "train_loss_step" in metrics or "train_loss" in metrics:
+        column = "train_loss_step" if "train_loss_step" in metrics else "train_loss"
+        train_rows = metrics.dropna(subset=[column])
+        ax.plot(train_rows["step"], train_rows[column].rolling(20, min_periods=1).mean(), label="train (smoothed)")
+    if "val_loss" in metrics:
+        val_rows = metrics.dropna(subset=["val_loss"])
+        ax.plot(val_rows["step"], val_rows["val_loss"], "o-", label="validation (held-out series)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("pinball loss (scaled)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "loss.png", dpi=100)
+    plt.close(fig)

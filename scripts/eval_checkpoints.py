@@ -1,0 +1,77 @@
+"""Score tsfm checkpoints on a benchmark with GIFT-Eval's protocol, normalised by committed Seasonal-Naive rows.
+
+Why a script beside ``tsfm evaluate``: that command re-runs Seasonal Naive (statsforecast) as the normaliser on
+every configuration, and the GPU machine has no statsforecast. Seasonal Naive is deterministic, so its committed
+rows (``reports/results/seasonal_naive/all_results.csv``, made by ``tsfm evaluate``) normalise just as well. This
+script runs only the tsfm models (on the GPU when there is one), writes ``OUT/<name>/all_results.csv`` per model in
+the same format, and prints the normalised geometric means and how many configurations beat Seasonal Naive.
+
+    PYTHONPATH=. python3 scripts/eval_checkpoints.py runs/a/model runs/b/model --benchmark data/benchmark \
+        --out $OUT/eval [--configs m4_hourly/H/short ...] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from tsfm.pipelines.data.gift_eval import GiftEvalDataset
+from tsfm.pipelines.evaluate import (
+    RESULTS_FILE,
+    evaluate_predictor,
+    normalise,
+    read_results,
+    resolve_model,
+    result_row,
+    select_configs,
+    summarise,
+)
+
+NORMALISER = Path(__file__).resolve().parents[1] / "reports/results/seasonal_naive/all_results.csv"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", help="checkpoint folders (or 'default')")
+    parser.add_argument("--names", nargs="+", default=None, help="result names (default: the folders' parents)")
+    parser.add_argument("--benchmark", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--configs", nargs="+", default=None)
+    parser.add_argument("--normaliser", type=Path, default=NORMALISER, help="Seasonal-Naive all_results.csv")
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args(argv)
+    names = args.names or [Path(m).parent.name if Path(m).name == "model" else Path(m).name for m in args.models]
+    if len(names) != len(args.models):
+        parser.error("--names needs one name per model")
+    chosen = select_configs(args.benchmark, args.configs)
+    baseline = read_results(args.normaliser)
+    summary = {}
+    for spec, name in zip(args.models, names, strict=True):
+        runner = resolve_model(spec, batch_size=args.batch_size, device=args.device)
+        rows, started = [], time.perf_counter()
+        for dataset, term in chosen:
+            ds = GiftEvalDataset.per_variate(dataset, term, root=args.benchmark)
+            rows.append(result_row(name, ds, evaluate_predictor(runner.make_predictor(ds), ds)))
+        frame = pd.DataFrame(rows)
+        (args.out / name).mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.out / name / RESULTS_FILE, index=False)
+        normalised = normalise(frame, baseline)
+        means = summarise(normalised)[name]
+        beats = int((normalised["MASE"] < 1).sum())
+        summary[name] = {"seconds": round(time.perf_counter() - started, 1), "beats_seasonal_naive_mase": beats,
+                         "configs": len(normalised), **{k: v for k, v in means.items()}}
+        print(f"{name}: MASE {means['overall']['MASE']:.3f} CRPS {means['overall']['CRPS']:.3f} "
+              f"(beats SN on MASE in {beats}/{len(normalised)}) "
+              f"[{summary[name]['seconds']} s]", flush=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
