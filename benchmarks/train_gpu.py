@@ -31,17 +31,22 @@ SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transf
 TRITON_SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]")
 
 
-def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_size: int) -> dict:
+def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_size: int, context_length: int,
+                  horizon_patches: int, compile: bool = False) -> dict:
     torch.manual_seed(0)
-    model = Forecaster(preset_config(spec, preset)).cuda().train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    context = torch.randn(batch_size, 512, device="cuda").cumsum(-1)
-    target = torch.randn(batch_size, 128, device="cuda").cumsum(-1) + context[:, -1:]
+    config = preset_config(spec, preset, context_length=max(2048, context_length),
+                           train_horizon_patches=horizon_patches)
+    model = Forecaster(config).cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    context = torch.randn(batch_size, context_length, device="cuda").cumsum(-1)
+    target = torch.randn(batch_size, 32 * horizon_patches, device="cuda").cumsum(-1) + context[:, -1:]
+    hidden = torch.rand(batch_size, context_length // 32, device="cuda") < 0.15
     mode = reference_kernels() if reference else contextlib.nullcontext()
+    loss_fn = torch.compile(model.training_loss) if compile else model.training_loss
 
     def step() -> float:
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model.training_loss(context, target, mask_ratio=0.15)
+            loss = loss_fn(context, target, hidden_patches=hidden)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -57,8 +62,10 @@ def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_
             loss = step()
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return {"spec": spec, "preset": preset, "ops": "reference" if reference else "triton",
-            "params": model.num_parameters(), "steps_per_s": steps / seconds,
+    ops = "reference" if reference else "triton"
+    return {"spec": spec, "preset": preset, "ops": ops + (" + compile" if compile else ""),
+            "params": model.num_parameters(), "batch_size": batch_size, "context_length": context_length,
+            "horizon_patches": horizon_patches, "steps_per_s": steps / seconds, "ms_per_step": 1e3 * seconds / steps,
             "windows_per_s": steps * batch_size / seconds, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
             "final_loss": float(loss)}
 
@@ -67,6 +74,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--context-length", type=int, default=2048)
+    parser.add_argument("--horizon-patches", type=int, default=24)
+    parser.add_argument("--reference", action="store_true", help="also time the PyTorch reference ops")
+    parser.add_argument("--compile", action="store_true", help="also time under torch.compile")
     parser.add_argument("--presets", default="10M,80M")
     parser.add_argument("--specs", default=",".join(SPECS), help="backbones to time, comma-separated")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
@@ -74,10 +85,16 @@ def main() -> None:
     rows = []
     for preset in args.presets.split(","):
         for spec in args.specs.split(","):
-            for reference in ((False, True) if spec in TRITON_SPECS else (True,)):
+            variants = [(spec not in TRITON_SPECS, False)]
+            if args.reference and spec in TRITON_SPECS:
+                variants.append((True, False))
+            if args.compile:
+                variants.append((spec not in TRITON_SPECS, True))
+            for reference, compile in variants:
                 try:
                     row = time_training(spec, preset, reference=reference, steps=args.steps,
-                                        batch_size=args.batch_size)
+                                        batch_size=args.batch_size, context_length=args.context_length,
+                                        horizon_patches=args.horizon_patches, compile=compile)
                 except Exception as err:  # a failing backbone must not hide the others' numbers
                     row = {"spec": spec, "preset": preset, "ops": "reference" if reference else "triton",
                            "error": f"{type(err).__name__}: {str(err)[:200]}"}
@@ -85,16 +102,17 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 with open(Path(args.out) / "train_gpu.jsonl", "a") as f:
                     f.write(json.dumps(row) + "\n")
-    lines = ["| backbone | preset | ops | params | steps/s | windows/s | peak GiB |", "|---|---|---|---|---|---|---|"]
+    lines = ["| backbone | preset | ops | params | ms/step | windows/s | peak GiB |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['spec']} | {r['preset']} | {r['ops']} | | error: {r['error'][:60]} | | |")
             continue
-        lines.append(f"| {r['spec']} | {r['preset']} | {r['ops']} | {r['params']:,} | {r['steps_per_s']:.2f} "
+        lines.append(f"| {r['spec']} | {r['preset']} | {r['ops']} | {r['params']:,} | {r['ms_per_step']:.1f} "
                      f"| {r['windows_per_s']:.0f} | {r['peak_gib']:.1f} |")
     table = "\n".join(lines)
     (Path(args.out) / "train_gpu.md").write_text(table + "\n")
-    print(f"\ntorch {torch.__version__}, {torch.cuda.get_device_name()}, batch {args.batch_size}, bf16 autocast")
+    print(f"\ntorch {torch.__version__}, {torch.cuda.get_device_name()}, batch {args.batch_size}, context "
+          f"{args.context_length} + {args.horizon_patches} patches, bf16 autocast")
     print(table)
 
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One GPU-machine call of a pretraining run: install the carried wheels (gluonts and its pydantic, for evaluation),
+# optionally time the data path and the training step, train (resuming runs/$RUN if an earlier call on this warm
+# machine left it), evaluate the exported model on the carried benchmark, and pack results into $OUT.
+#
+#   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
+#
+# Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py). Everything after the
+# variables is passed to `tsfm train`.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+RUN=${RUN:?set RUN}; MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
+mkdir -p "$OUT/pack"
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
+if [ "${BENCH:-0}" = 1 ]; then
+    timeout 120 python3 benchmarks/data_path.py --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
+    timeout 120 python3 benchmarks/train_gpu.py --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
+        --out "$OUT/pack" 2>&1 | tail -4
+fi
+[ -f "runs/$RUN/checkpoints/last.ckpt" ] && echo "resuming runs/$RUN" || echo "new run runs/$RUN"
+python3 -m tsfm train --steps "$STEPS" --max-minutes "$MINUTES" --real-data data/device/pretrain --out "runs/$RUN" \
+    "$@" 2>&1 | grep -v -E "it/s\]|s/it\]|Warning|warn" | tail -25
+python3 - "$RUN" <<'PY'
+import json, sys
+p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
+print({k: p[k] for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "final_train_loss")})
+print(f"windows/s over the run: {p['windows_seen'] / p['train_seconds']:.0f}")
+PY
+timeout 240 python3 scripts/eval_checkpoints.py "runs/$RUN/model" --names "$RUN" --benchmark data/device/benchmark \
+    --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
+cp runs/"$RUN"/model/*.safetensors "$OUT/"
+cp runs/"$RUN"/model/config.json runs/"$RUN"/provenance.json runs/"$RUN"/loss.png "$OUT/pack/" 2>/dev/null
+for f in runs/"$RUN"/logs/version_*/metrics.csv; do cp "$f" "$OUT/pack/metrics_$(basename "$(dirname "$f")").csv"; done
+tar czf "$OUT/pack.tgz" -C "$OUT" pack && rm -rf "$OUT/pack"
+ls -la "$OUT"
