@@ -12,7 +12,6 @@ from tsfm.pipelines.data.build import (
     BENCHMARK,
     PRETRAIN,
     build_benchmark,
-    build_pretrain,
     check_disjoint,
     read_benchmark,
 )
@@ -50,14 +49,6 @@ def test_benchmark_and_pretrain_lists_are_disjoint() -> None:
     bench = {s.dataset for s in BENCHMARK}
     assert not bench & set(PRETRAIN)
     assert len(PRETRAIN) == len(set(PRETRAIN))
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("built")
-    build_benchmark(root / "benchmark", progress=False)
-    build_pretrain(root / "pretrain", progress=False)
-    return root / "benchmark", root / "pretrain"
 
 
 @pytest.mark.slow
