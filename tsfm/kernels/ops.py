@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -73,6 +74,13 @@ def reference_kernels() -> Iterator[None]:
         _force_reference = previous
 
 
+def _opaque_to_compile(op: Callable[..., Any]) -> Callable[..., Any]:
+    """Keep ``torch.compile`` out of a sequence op: the model around it compiles (norms, FFNs, gates and the loss
+    fuse), the op itself runs as written. Dynamo cannot trace our Triton launches (their ``@triton.jit`` helpers live
+    in other modules), and the kernels need no fusing."""
+    return torch.compiler.disable(op, recursive=True)
+
+
 def _use_triton(t: Tensor, op: str = "mlstm") -> bool:
     """Whether ``op`` should run its Triton kernels for tensors like ``t``: the one dispatch point of this module.
 
@@ -90,6 +98,7 @@ def _use_triton(t: Tensor, op: str = "mlstm") -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
+@_opaque_to_compile
 def mlstm(
     q: Tensor,
     k: Tensor,
@@ -193,6 +202,7 @@ def mlstm_step(
     return _mlstm.mlstm_step(q, k, v, i, f, state, scale=scale)
 
 
+@_opaque_to_compile
 def ssd(
     x: Tensor,
     dt: Tensor,
@@ -274,6 +284,7 @@ def ssd_step(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, state: Tens
     return _ssd.ssd_step(x, dt, A, B, C, state)
 
 
+@_opaque_to_compile
 def gated_delta_rule(
     q: Tensor,
     k: Tensor,
@@ -377,6 +388,7 @@ def gated_delta_rule_step(
     return _gated_delta.gated_delta_rule_step(q, k, v, g, beta, state, scale=scale)
 
 
+@_opaque_to_compile
 def slstm(
     x_gates: Tensor,
     R: Tensor,
