@@ -383,6 +383,53 @@ def _command_line() -> str | None:
 
 
 @command(
+    "sweep",
+    "The scaling sweep: train every backbone at every preset with one recipe, score each zero-shot, append one row "
+    "per configuration to OUT/results.csv; resumable run by run (finished runs are skipped).",
+    arg("--backbones", default="xlstm[3:1],mamba2,gdn", help="comma-separated backbone specs"),
+    arg("--presets", default="1M,3M,10M,40M,80M", help="comma-separated presets"),
+    arg("--seeds", default="0", help="comma-separated seeds (default: 0)"),
+    arg("--tokens", default=None,
+        help="token budget per preset overriding the recipe, e.g. 1M=12e6,10M=80e6 (default: the recipe table)"),
+    arg("--out", type=Path, required=True, help="sweep folder (results.csv, runs/)"),
+    arg("--real-data", type=Path, default=None, help="GIFT-Eval-format root of real pretraining series"),
+    arg("--benchmark", type=Path, required=True, help="benchmark root to score on (tsfm data build-benchmark)"),
+    arg("--normaliser", type=Path, default=Path("reports/results/seasonal_naive/all_results.csv"),
+        help="Seasonal-Naive all_results.csv that normalises the scores"),
+    arg("--parallel", type=int, default=1, help="runs side by side on one device (default: 1)"),
+    arg("--max-minutes", type=float, default=None, help="time budget per run in this call (resumed later)"),
+    arg("--context-length", type=int, default=2048, help="training context (default: 2048)"),
+    arg("--horizon-patches", type=int, default=24, help="future patches per window (default: 24)"),
+    arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
+)
+def sweep_command(args: argparse.Namespace) -> int:
+    """The runner lives in ``tsfm.pipelines.sweep``; the CLI parses, plans and hands over."""
+    import dataclasses
+
+    from tsfm.pipelines.sweep import RECIPES, SweepError, SweepSettings, plan_runs, run_sweep
+
+    try:
+        recipes = dict(RECIPES)
+        for item in filter(None, (args.tokens or "").split(",")):
+            preset, _, value = item.partition("=")
+            if preset not in recipes or not value:
+                raise SweepError(f"--tokens: expected PRESET=TOKENS with a known preset, got {item!r}")
+            recipes[preset] = dataclasses.replace(recipes[preset], tokens=float(value))
+        runs = plan_runs([b.strip() for b in args.backbones.split(",") if b.strip()],
+                         [p.strip() for p in args.presets.split(",") if p.strip()],
+                         [int(s) for s in args.seeds.split(",")])
+        settings = SweepSettings(out=args.out, real_data=args.real_data, benchmark=args.benchmark,
+                                 normaliser=args.normaliser, context_length=args.context_length,
+                                 horizon_patches=args.horizon_patches, max_minutes=args.max_minutes,
+                                 max_series_length=args.max_series_length, recipes=recipes)
+        finished = run_sweep(runs, settings, parallel=args.parallel)
+    except (SweepError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    print(f"finished {len(finished)} run(s): {', '.join(finished) or '-'}; results in {args.out / 'results.csv'}")
+    return EXIT_OK
+
+
+@command(
     "evaluate",
     "Score models on a benchmark with GIFT-Eval's protocol; writes OUT/<model>/all_results.csv and run.json.",
     arg("--model", nargs="+", default=["default"], metavar="MODEL",

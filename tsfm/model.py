@@ -21,6 +21,11 @@ from tsfm.heads import QuantileHead, pinball_loss
 from tsfm.patching import PatchEmbedding, contiguous_patch_mask, patch_tokens, patchify
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
 
+#: Scaled training targets are clipped to this magnitude. A near-constant context (scale ~1e-5) makes any later
+#: change thousands of "standard deviations" large; the pinball gradient is bounded whatever the error, but such
+#: windows would dominate the reported (and validation) loss. Nothing a model could predict lies beyond it.
+TARGET_CLAMP = 100.0
+
 
 class ForwardOutput(NamedTuple):
     """Raw model output: quantiles of the next patch for every token, in scaled space, plus the scaling used."""
@@ -127,5 +132,5 @@ class Forecaster(nn.Module):
         pad = num_out_future * patch - target.shape[-1]
         future = torch.nn.functional.pad(target, (0, pad), value=float("nan"))
         truth = apply_scale(torch.cat([context, future], dim=-1), out.scale)
-        truth = truth.reshape(batch, -1, patch)[:, 1:]  # the patch after each token
+        truth = truth.reshape(batch, -1, patch)[:, 1:].clamp(-TARGET_CLAMP, TARGET_CLAMP)  # the patch after each token
         return pinball_loss(out.quantiles, truth, self.quantile_levels)

@@ -1,0 +1,116 @@
+"""The scaling sweep end to end on the CPU: tiny models, a few steps, one benchmark configuration; resume of an
+interrupted run, skip of finished runs, and clear errors before compute."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import pytest
+
+from tsfm.cli import main
+from tsfm.pipelines.data.build import build_benchmark
+from tsfm.pipelines.data.gift_format import write_dataset
+from tsfm.pipelines.data.paths import raw_dir
+from tsfm.pipelines.sweep import Recipe, SweepError, SweepSettings, _configs, plan_runs, run_sweep
+from tsfm.pipelines.train import train
+
+REPO = Path(__file__).resolve().parents[1]
+NORMALISER = REPO / "reports/results/seasonal_naive/all_results.csv"
+TINY = {"d_model": 32, "n_layers": 2, "n_heads": 2, "chunk_size": 16}
+
+
+@pytest.fixture(scope="module")
+def benchmark(tmp_path_factory) -> Path:
+    if not (raw_dir() / "m4_hourly_train.csv").is_file():
+        pytest.skip(f"raw data not found in {raw_dir()} (set TSFM_SHARED_DIR to the shared folder holding data/raw)")
+    root = tmp_path_factory.mktemp("bench")
+    build_benchmark(root, datasets=["m4_hourly"], progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    rng = np.random.default_rng(0)
+    entries = [{"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": "H",
+                "target": (np.sin(np.arange(600) / rng.uniform(2, 9)) * 10 + 50).astype(np.float32)}
+               for i in range(40)]
+    write_dataset(root / "sines", entries)
+    return root
+
+
+def settings(out: Path, corpus: Path, benchmark: Path, **changes) -> SweepSettings:
+    recipes = {"1M": Recipe(batch_size=8, learning_rate=1e-3, tokens=8 * 10 * 6),
+               "3M": Recipe(batch_size=8, learning_rate=1e-3, tokens=8 * 10 * 4)}
+    return SweepSettings(out=out, real_data=corpus, benchmark=benchmark, normaliser=NORMALISER, context_length=256,
+                         horizon_patches=2, synthetic_share=0.0, recipes=recipes, model_changes=TINY,
+                         configs=["m4_hourly/H/short"], **changes)
+
+
+class _StopAt(L.Callback):
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step >= 2:
+            trainer.should_stop = True
+
+
+def test_tiny_sweep_resumes_an_interrupted_run_and_skips_finished_ones(tmp_path, corpus, benchmark):
+    sweep = settings(tmp_path / "sweep", corpus, benchmark)
+    runs = plan_runs(["xlstm[1:1]", "mamba2"], ["3M", "1M"])
+    assert [r.name for r in runs] == ["xlstm_1_1-1M-s0", "mamba2-1M-s0", "xlstm_1_1-3M-s0", "mamba2-3M-s0"]
+    # An interrupted run: two of its six steps done, then the "machine" went away.
+    model_config, train_config = _configs(runs[0], sweep)
+    from tsfm.pipelines.data.corpus import load_corpus
+
+    real, validation = load_corpus(corpus)
+    train(model_config, train_config, sweep.out / "runs" / runs[0].name, real=real, validation=validation,
+          callbacks=[_StopAt()], progress=False)
+    finished = run_sweep(runs, sweep, parallel=1, progress=False)
+    assert finished == [r.name for r in runs]
+    results = pd.read_csv(sweep.out / "results.csv")
+    assert len(results) == 4 and set(results["dataset"]) == {"m4_hourly/H/short"}
+    assert (results["steps"] == [6, 6, 4, 4]).all()
+    assert results["MASE_normalised"].gt(0).all() and results["CRPS_normalised"].gt(0).all()
+    assert results["tokens_seen"].tolist() == [6 * 8 * 10, 6 * 8 * 10, 4 * 8 * 10, 4 * 8 * 10]
+    first_call, second_call = (pd.read_csv(f) for f in
+                               sorted((sweep.out / "runs" / runs[0].name).glob("logs/version_*/metrics.csv")))
+    assert first_call["step"].max() < 2 <= second_call["step"].min()  # resumed where it stopped, not from 0
+    # A second call finds everything done: nothing is trained, the file is untouched.
+    before = (sweep.out / "results.csv").read_bytes()
+    assert run_sweep(runs, sweep, parallel=1, progress=False) == []
+    assert (sweep.out / "results.csv").read_bytes() == before
+
+
+def test_side_by_side_runs_write_the_same_rows(tmp_path, corpus, benchmark):
+    sweep = settings(tmp_path / "sweep", corpus, benchmark)
+    runs = plan_runs(["xlstm[1:1]", "mamba2"], ["1M"])
+    assert sorted(run_sweep(runs, sweep, parallel=2, progress=False)) == sorted(r.name for r in runs)
+    results = pd.read_csv(sweep.out / "results.csv")
+    assert sorted(results["run"]) == sorted(r.name for r in runs)
+
+
+def test_bad_requests_fail_before_compute(tmp_path, corpus, benchmark):
+    with pytest.raises(SweepError, match="unknown backbone"):
+        plan_runs(["nope"], ["1M"])
+    with pytest.raises(SweepError, match="unknown preset"):
+        plan_runs(["mamba2"], ["7M"])
+    sweep = settings(tmp_path / "sweep", corpus, benchmark)
+    tiny_budget = dataclasses.replace(sweep, recipes={"1M": Recipe(batch_size=8, learning_rate=1e-3, tokens=10)})
+    with pytest.raises(SweepError, match="does not fit one step"):
+        run_sweep(plan_runs(["mamba2"], ["1M"]), tiny_budget)
+    assert not (tmp_path / "sweep" / "runs").exists()
+    other = dataclasses.replace(sweep, horizon_patches=3)
+    with pytest.raises(SweepError, match="another sweep"):
+        run_sweep(plan_runs(["mamba2"], ["1M"]), other)
+    assert json.loads((tmp_path / "sweep" / "sweep.json").read_text())["horizon_patches"] == 2
+
+
+def test_cli_sweep_reports_bad_input(tmp_path, capsys):
+    assert main(["sweep", "--backbones", "nope", "--out", str(tmp_path), "--benchmark", str(tmp_path)]) == 2
+    assert "unknown backbone" in capsys.readouterr().err
+    assert main(["sweep", "--tokens", "9M=1", "--out", str(tmp_path), "--benchmark", str(tmp_path)]) == 2
+    assert "--tokens" in capsys.readouterr().err

@@ -1,0 +1,321 @@
+"""The scaling sweep: every backbone trained with one recipe at each preset, scored zero-shot, one CSV row per
+configuration.
+
+The recipe is fixed per preset (:data:`RECIPES`: batch, learning rate, token budget) and shared by every backbone
+at that preset, so a difference between rows of one preset is a difference of sequence mixers, not of training.
+**Budget rule**: a run sees ``tokens`` patch tokens (context plus future tokens of every window), and the budget grows
+with scale, about 12 tokens per parameter at 1M falling to about 4 at 80M (``--tokens`` overrides it), because the
+whole sweep must fit in about 150 minutes of one H200 and one run in one 10-minute device call.
+
+A sweep is resumable run by run: a run whose rows are already in ``results.csv`` is skipped, and a run interrupted
+mid-way resumes from its own ``last.ckpt`` (see :mod:`tsfm.pipelines.train`). Runs can go side by side on one GPU
+(``parallel``): each is a child process (``python -m tsfm.pipelines.sweep --one ...``), because small models cannot
+fill an H200 alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RECIPES", "Recipe", "SweepError", "SweepRun", "plan_runs", "run_sweep"]
+
+
+class SweepError(ValueError):
+    """A sweep request that cannot run (bad backbone, preset, budget or output folder); raised before compute."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What every backbone gets at one preset."""
+
+    batch_size: int
+    learning_rate: float
+    tokens: float
+    warmup_steps: int = 200
+
+
+#: Per preset: batch, peak learning rate (smaller for larger models, as usual for AdamW) and token budget.
+RECIPES: dict[str, Recipe] = {
+    "1M": Recipe(batch_size=256, learning_rate=2e-3, tokens=12e6),
+    "3M": Recipe(batch_size=256, learning_rate=1.5e-3, tokens=30e6),
+    "10M": Recipe(batch_size=512, learning_rate=1e-3, tokens=80e6),
+    "40M": Recipe(batch_size=512, learning_rate=6e-4, tokens=200e6),
+    "80M": Recipe(batch_size=512, learning_rate=4e-4, tokens=320e6),
+}
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One cell of the grid."""
+
+    backbone: str
+    preset: str
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{re.sub(r'[^A-Za-z0-9]+', '_', self.backbone).strip('_')}-{self.preset}-s{self.seed}"
+
+
+def plan_runs(backbones: Sequence[str], presets: Sequence[str], seeds: Sequence[int] = (0,)) -> list[SweepRun]:
+    """The grid, smallest presets first (so a partial sweep has complete small scales), checked before compute."""
+    from tsfm.backbones import available_backbones
+    from tsfm.presets import PRESET_TARGETS, preset_config
+
+    unknown = [p for p in presets if p not in PRESET_TARGETS]
+    if unknown:
+        raise SweepError(f"unknown preset(s) {unknown}; choose from {', '.join(PRESET_TARGETS)}")
+    for backbone in backbones:
+        try:
+            preset_config(backbone, presets[0] if presets else "1M")
+        except (KeyError, ValueError) as err:
+            raise SweepError(f"unknown backbone {backbone!r} ({err}); registered: "
+                             f"{', '.join(available_backbones())}") from None
+    order = {p: i for i, p in enumerate(PRESET_TARGETS)}
+    return [SweepRun(b, p, s) for p in sorted(presets, key=order.__getitem__) for s in seeds for b in backbones]
+
+
+def _steps(run: SweepRun, recipe: Recipe, tokens_per_window: int) -> int:
+    steps = math.floor(recipe.tokens / (recipe.batch_size * tokens_per_window))
+    if steps < 1:
+        raise SweepError(f"a budget of {recipe.tokens:.3g} tokens does not fit one step of {run.name} "
+                         f"({recipe.batch_size} windows x {tokens_per_window} tokens)")
+    return steps
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What the whole sweep shares besides the per-preset recipe."""
+
+    out: Path
+    real_data: Path | None
+    benchmark: Path
+    normaliser: Path
+    context_length: int = 2048
+    horizon_patches: int = 24
+    synthetic_share: float = 0.5
+    max_minutes: float | None = None
+    max_series_length: int | None = None
+    recipes: dict[str, Recipe] = dataclasses.field(default_factory=lambda: dict(RECIPES))
+    model_changes: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. tiny models for tests
+    configs: list[str] | None = None  # score on these benchmark configurations only (default: all)
+
+
+def _configs(run: SweepRun, settings: SweepSettings) -> tuple[Any, Any]:
+    from tsfm.pipelines.train import TrainConfig
+    from tsfm.presets import preset_config
+
+    model_config = preset_config(run.backbone, run.preset, context_length=max(2048, settings.context_length),
+                                 train_horizon_patches=settings.horizon_patches).replace(**settings.model_changes)
+    recipe = settings.recipes[run.preset]
+    tokens_per_window = settings.context_length // model_config.patch_size + settings.horizon_patches
+    steps = _steps(run, recipe, tokens_per_window)
+    train_config = TrainConfig(
+        steps=steps, batch_size=recipe.batch_size, learning_rate=recipe.learning_rate,
+        warmup_steps=min(recipe.warmup_steps, max(1, steps // 10)), context_length=settings.context_length,
+        synthetic_share=settings.synthetic_share, seed=run.seed, val_every=max(1, steps // 8),
+        checkpoint_every=max(1, steps // 8), max_minutes=settings.max_minutes,
+        precision="bf16-mixed" if _cuda() else "32-true",
+    )
+    return model_config, train_config
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def results_path(settings: SweepSettings) -> Path:
+    return settings.out / "results.csv"
+
+
+def finished_runs(settings: SweepSettings) -> set[str]:
+    """Names of runs whose rows are in ``results.csv``."""
+    import pandas as pd
+
+    path = results_path(settings)
+    if not path.is_file():
+        return set()
+    return set(pd.read_csv(path)["run"].astype(str))
+
+
+def check_out_folder(settings: SweepSettings) -> None:
+    """Refuse an output folder that holds another sweep (other data, benchmark, context or horizon)."""
+    marker = settings.out / "sweep.json"
+    ours = {"real_data": str(settings.real_data), "benchmark": str(settings.benchmark),
+            "context_length": settings.context_length, "horizon_patches": settings.horizon_patches,
+            "synthetic_share": settings.synthetic_share}
+    if marker.is_file():
+        theirs = json.loads(marker.read_text())
+        changed = sorted(k for k in ours if theirs.get(k) != ours[k])
+        if changed:
+            raise SweepError(f"{settings.out} holds another sweep's results (different {', '.join(changed)}); "
+                             "use a new --out")
+    elif results_path(settings).is_file():
+        raise SweepError(f"{settings.out} holds a results.csv that no sweep.json describes; use a new --out")
+    settings.out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(ours, indent=2) + "\n")
+
+
+def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = False) -> list[dict[str, Any]]:
+    """Train one run (resuming it if interrupted), score its validation-chosen checkpoint zero-shot, and return
+    one row per benchmark configuration."""
+    from tsfm.pipelines.data.corpus import load_corpus
+    from tsfm.pipelines.train import train
+
+    model_config, train_config = _configs(run, settings)
+    real = validation = None
+    if settings.real_data is not None:
+        real, validation = load_corpus(settings.real_data, max_length=settings.max_series_length)
+    run_dir = settings.out / "runs" / run.name
+    started = time.monotonic()
+    model_path = train(model_config, train_config, run_dir, real=real, validation=validation,
+                       data_description=f"sweep {run.name}", progress=progress)
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    if provenance["steps"] < train_config.steps:
+        return []  # stopped by the time budget: resumed by the next call, scored then
+    rows = score_checkpoint(model_path, run.name, settings.benchmark, settings.normaliser, configs=settings.configs)
+    common = {
+        "run": run.name, "backbone": run.backbone, "preset": run.preset, "seed": run.seed,
+        "parameters": provenance["num_parameters"], "tokens_seen": provenance["tokens_seen"],
+        "steps": provenance["steps"], "batch_size": train_config.batch_size,
+        "train_seconds": provenance["train_seconds"], "wall_seconds_this_call": round(time.monotonic() - started, 1),
+        "tokens_per_s": round(provenance["tokens_seen"] / max(provenance["train_seconds"], 1e-9)),
+        "train_loss": provenance["final_train_loss"], "val_loss": provenance["best_val_loss"],
+        "device": provenance["device"],
+    }
+    return [{**common, **row} for row in rows]
+
+
+def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, normaliser: Path, *,
+                     configs: Sequence[str] | None = None, device: str | None = None,
+                     batch_size: int = 512) -> list[dict[str, Any]]:
+    """GIFT-Eval rows of a checkpoint on every configuration of ``benchmark``, each with its MASE and CRPS divided
+    by the Seasonal-Naive row of ``normaliser`` (a committed ``all_results.csv``: Seasonal Naive is deterministic,
+    so its rows need not be recomputed where statsforecast is not installed, e.g. the GPU machine)."""
+    import pandas as pd
+
+    from tsfm.pipelines.data.gift_eval import GiftEvalDataset
+    from tsfm.pipelines.evaluate import (
+        CRPS,
+        MASE,
+        evaluate_predictor,
+        read_results,
+        resolve_model,
+        result_row,
+        select_configs,
+    )
+
+    runner = resolve_model(str(model), batch_size=batch_size, device=device or ("cuda" if _cuda() else "cpu"))
+    base = read_results(normaliser).drop_duplicates("dataset", keep="last").set_index("dataset")
+    rows = []
+    for dataset, term in select_configs(benchmark, configs):
+        ds = GiftEvalDataset.per_variate(dataset, term, root=benchmark)
+        row = result_row(name, ds, evaluate_predictor(runner.make_predictor(ds), ds))
+        key = row["dataset"]
+        row["MASE_normalised"] = row[MASE] / base.loc[key, MASE] if key in base.index else float("nan")
+        row["CRPS_normalised"] = row[CRPS] / base.loc[key, CRPS] if key in base.index else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows).to_dict("records")
+
+
+def _append_rows(settings: SweepSettings, rows: list[dict[str, Any]]) -> None:
+    import pandas as pd
+
+    path = results_path(settings)
+    frame = pd.DataFrame(rows)
+    if path.is_file():
+        frame = pd.concat([pd.read_csv(path), frame], ignore_index=True)
+    tmp = path.with_suffix(".tmp")
+    frame.to_csv(tmp, index=False)
+    tmp.replace(path)
+
+
+def _child_command(run: SweepRun, settings: SweepSettings) -> list[str]:
+    payload = {"run": dataclasses.asdict(run), "settings": {
+        **{k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(settings).items()
+           if k != "recipes"},
+        "recipes": {k: dataclasses.asdict(v) for k, v in settings.recipes.items()}}}
+    return [sys.executable, "-m", "tsfm.pipelines.sweep", "--one", json.dumps(payload)]
+
+
+def _settings_from(payload: dict[str, Any]) -> SweepSettings:
+    raw = dict(payload)
+    recipes = {k: Recipe(**v) for k, v in raw.pop("recipes").items()}
+    for key in ("out", "benchmark", "normaliser", "real_data"):
+        raw[key] = Path(raw[key]) if raw.get(key) not in (None, "None") else None
+    return SweepSettings(**raw, recipes=recipes)
+
+
+def run_sweep(runs: Sequence[SweepRun], settings: SweepSettings, *, parallel: int = 1,
+              progress: bool = True) -> list[str]:
+    """Train and score every run not yet in ``results.csv``; returns the names of the runs finished now.
+
+    With ``parallel > 1`` runs go side by side, each in a child process; rows are appended by this process only,
+    as each child finishes (its rows come back in ``runs/<name>/rows.json``).
+    """
+    check_out_folder(settings)
+    for run in runs:
+        _configs(run, settings)  # budget and settings errors before any compute
+    done = finished_runs(settings)
+    todo = [r for r in runs if r.name not in done]
+    finished: list[str] = []
+    if parallel <= 1:
+        for run in todo:
+            rows = train_and_score(run, settings, progress=progress)
+            if rows:
+                _append_rows(settings, rows)
+                finished.append(run.name)
+        return finished
+    pending = list(todo)
+    active: dict[str, subprocess.Popen] = {}
+    while pending or active:
+        while pending and len(active) < parallel:
+            run = pending.pop(0)
+            log = settings.out / "runs" / f"{run.name}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a") as fh:
+                active[run.name] = subprocess.Popen(_child_command(run, settings), stdout=fh, stderr=fh)
+        time.sleep(1.0)
+        for name, proc in list(active.items()):
+            if proc.poll() is None:
+                continue
+            del active[name]
+            rows_file = settings.out / "runs" / name / "rows.json"
+            if proc.returncode != 0:
+                print(f"{name}: failed (exit {proc.returncode}), see {settings.out / 'runs' / (name + '.log')}",
+                      file=sys.stderr)
+            elif rows_file.is_file():
+                rows = json.loads(rows_file.read_text())
+                if rows:
+                    _append_rows(settings, rows)
+                    finished.append(name)
+    return finished
+
+
+def _child_main(payload_text: str) -> int:
+    payload = json.loads(payload_text)
+    run, settings = SweepRun(**payload["run"]), _settings_from(payload["settings"])
+    rows = train_and_score(run, settings)
+    out = settings.out / "runs" / run.name / "rows.json"
+    out.write_text(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="one sweep run (used by run_sweep for side-by-side runs)")
+    parser.add_argument("--one", required=True, help="JSON of the run and the sweep settings")
+    sys.exit(_child_main(parser.parse_args().one))
