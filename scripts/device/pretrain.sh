@@ -3,7 +3,7 @@
 # optionally time the data path and the training step, train (resuming runs/$RUN if an earlier call on this warm
 # machine left it), evaluate the exported model on the carried benchmark, and pack results into $OUT.
 #
-#   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
+#   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 BENCH_STEP=1 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
 #
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py). Everything after the
 # variables is passed to `tsfm train`.
@@ -14,10 +14,23 @@ export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
 RUN=${RUN:?set RUN}; MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
 mkdir -p "$OUT/pack"
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
-if [ "${BENCH:-0}" = 1 ]; then
+if [ "${BENCH:-0}" = 1 ]; then  # the data path alone, then the training step eager and compiled
     timeout 120 python3 benchmarks/data_path.py --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
-    timeout 120 python3 benchmarks/train_gpu.py --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
-        --out "$OUT/pack" 2>&1 | tail -4
+fi
+if [ "${BENCH_STEP:-0}" = 1 ]; then
+    timeout 180 python3 benchmarks/train_gpu.py --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
+        --compile --out "$OUT/pack" 2>&1 | tail -6
+    # COMPILE=auto: train compiled only if the timing above shows it at least 15% faster (the decision is printed)
+    if [ "${COMPILE:-}" = auto ] && python3 - "$OUT/pack/train_gpu.jsonl" <<'PY'
+import json, sys
+rows = {r["ops"]: r for r in map(json.loads, open(sys.argv[1])) if "error" not in r}
+eager, compiled = rows.get("triton"), rows.get("triton + compile")
+ok = bool(eager and compiled and compiled["ms_per_step"] < 0.85 * eager["ms_per_step"])
+print(f"compile decision: {'on' if ok else 'off'} (eager {eager and eager['ms_per_step']:.1f} ms, "
+      f"compiled {compiled and compiled['ms_per_step']:.1f} ms)" if eager and compiled else "compile decision: off")
+sys.exit(0 if ok else 1)
+PY
+    then set -- "$@" --compile; fi
 fi
 [ -f "runs/$RUN/checkpoints/last.ckpt" ] && echo "resuming runs/$RUN" || echo "new run runs/$RUN"
 python3 -m tsfm train --steps "$STEPS" --max-minutes "$MINUTES" --real-data data/device/pretrain --out "runs/$RUN" \
