@@ -86,3 +86,25 @@ def test_invalid_config_is_rejected():
         ModelConfig(quantile_levels=(0.1, 0.1, 0.5))
     with pytest.raises(ValueError, match="unknown ModelConfig field"):
         ModelConfig.from_dict({"d_modle": 3})
+
+
+def test_horizon_embedding_starts_neutral_then_moves_only_future_patches():
+    """Zero-initialised, the horizon embedding changes nothing; once trained it changes the forecasts of the 2nd and
+    later future patches (the masked tokens it is added to) and never the 1st, which the last context token makes."""
+    plain, with_horizon = tiny(), tiny(horizon_embedding=True)
+    with_horizon.load_state_dict(plain.state_dict(), strict=False)
+    context = torch.randn(2, 40)
+    assert torch.equal(plain.forecast(context, 24), with_horizon.forecast(context, 24))
+    with torch.no_grad():
+        with_horizon.horizon.weight.normal_()
+    moved = with_horizon.forecast(context, 24)
+    base = plain.forecast(context, 24)
+    assert torch.allclose(moved[..., :8], base[..., :8], atol=1e-6)
+    assert not torch.allclose(moved[..., 8:], base[..., 8:], atol=1e-3)
+
+
+def test_horizon_embedding_is_trained():
+    model = tiny(horizon_embedding=True).train()
+    loss = model.training_loss(torch.randn(3, 64), torch.randn(3, 16))
+    loss.backward()
+    assert model.horizon.weight.grad is not None and model.horizon.weight.grad.abs().sum() > 0

@@ -287,6 +287,8 @@ def _registered_backbones() -> list[str]:
     arg("--context-length", type=int, default=2048, help="longest training context in steps (default: 2048)"),
     arg("--horizon-patches", type=int, default=None,
         help="future patches scored per window (the model's train_horizon_patches; default: the preset's)"),
+    arg("--horizon-embedding", action="store_true",
+        help="learned embedding of the horizon index on the masked future tokens (ModelConfig.horizon_embedding)"),
     arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
     arg("--real-data", type=Path, default=None,
         help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
@@ -321,6 +323,8 @@ def train_command(args: argparse.Namespace) -> int:
         changes = {"context_length": max(args.context_length, 2048)}
         if args.horizon_patches is not None:
             changes["train_horizon_patches"] = args.horizon_patches
+        if args.horizon_embedding:
+            changes["horizon_embedding"] = True
         model_config = preset_config(args.backbone, args.preset, **changes)
         share = args.synthetic_share if args.synthetic_share is not None else (
             1.0 if args.real_data is None else 0.5)
@@ -334,12 +338,13 @@ def train_command(args: argparse.Namespace) -> int:
             max_minutes=args.max_minutes, compile=args.compile,
         )
         real = validation = None
-        description = "synthetic priors (tsfm.pipelines.data.priors)"
+        parts = [f"synthetic priors (tsfm.pipelines.data.priors), {share:.0%} of windows"] if share > 0 else []
         if args.real_data is not None:
             real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
                                            validation_share=args.validation_share)
-            description += (f" + {len(real)} real series from {args.real_data} ({len(validation)} held out for "
-                            "validation)")
+            parts.append(f"{len(real)} real series from {args.real_data} ({len(validation)} held out for "
+                         "validation)")
+        description = " + ".join(parts)
         path = train(model_config, train_config, args.out, real=real, validation=validation,
                      data_description=description, accelerator=args.accelerator)
     except (TrainingError, CorpusError) as err:

@@ -34,6 +34,9 @@ class ModelConfig:
         train_horizon_patches: output patches supervised in training beyond the context (so
             ``train_horizon_patches - 1`` masked future tokens were seen); longer horizons extrapolate.
         mlp_hidden_mult: hidden width of the residual-MLP patch embedding and quantile head, times ``d_model``.
+        horizon_embedding: add a learned embedding of the horizon index (1st, 2nd, ... masked future token) to
+            the masked future tokens. Without it every future token has the same input, and a recurrent backbone
+            must tell the 2nd future patch from the 10th by its state alone.
     """
 
     backbone: str = "xlstm[3:1]"
@@ -48,6 +51,7 @@ class ModelConfig:
     context_length: int = 2048
     train_horizon_patches: int = 4
     mlp_hidden_mult: float = 2.0
+    horizon_embedding: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -44,6 +44,10 @@ class Forecaster(nn.Module):
         self.embed = PatchEmbedding(config.patch_size, hidden, config.d_model)
         self.backbone = build_backbone(config)
         self.head = QuantileHead(config.d_model, hidden, len(config.quantile_levels), config.patch_size)
+        # Zero at initialisation: a model with the embedding starts exactly as one without it.
+        self.horizon = nn.Embedding(config.train_horizon_patches, config.d_model) if config.horizon_embedding else None
+        if self.horizon is not None:
+            nn.init.zeros_(self.horizon.weight)
 
     @property
     def quantile_levels(self) -> tuple[float, ...]:
@@ -74,8 +78,19 @@ class Forecaster(nn.Module):
         if num_future_tokens > 0:
             future = patches.new_full((patches.shape[0], num_future_tokens, self.config.patch_size), float("nan"))
             patches = torch.cat([patches, future], dim=1)
-        hidden = self.backbone(self.embed(patch_tokens(patches)))
+        tokens = self.embed(patch_tokens(patches))
+        if self.horizon is not None and num_future_tokens > 0:
+            tokens = self._add_horizon(tokens, num_future_tokens)
+        hidden = self.backbone(tokens)
         return ForwardOutput(self.head(hidden), scale)
+
+    def _add_horizon(self, tokens: torch.Tensor, num_future_tokens: int) -> torch.Tensor:
+        """Add the horizon embedding to the last ``num_future_tokens`` tokens (future token ``k`` forecasts patch
+        ``k + 2`` after the context); indices past the trained horizon reuse the last one."""
+        assert self.horizon is not None
+        index = torch.arange(num_future_tokens, device=tokens.device).clamp(max=self.horizon.num_embeddings - 1)
+        future = tokens[:, -num_future_tokens:] + self.horizon(index).to(tokens.dtype)
+        return torch.cat([tokens[:, :-num_future_tokens], future], dim=1)
 
     @torch.no_grad()
     def forecast(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
