@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One GPU-machine call that trains several pretraining runs side by side (small models do not fill an H200 alone),
+# then evaluates each on the carried benchmark, and packs results into $OUT. A run folder left by an earlier call on
+# this warm machine is resumed (same arguments), so a later call can continue one of them with pretrain.sh.
+#
+#   MINUTES=6 STEPS=10000 bash scripts/device/pretrain_many.sh runs.txt -- --preset 10M --batch-size 1024 ...
+#
+# runs.txt: one run per line, "NAME extra tsfm-train arguments" (arguments after -- are shared by every run).
+# Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py).
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
+RUNS_FILE=$1; shift; [ "${1:-}" = "--" ] && shift
+mkdir -p "$OUT/pack"
+names=()
+while read -r name extra; do
+    [ -z "$name" ] && continue
+    names+=("$name")
+    # shellcheck disable=SC2086  # the extra arguments are meant to split
+    python3 -m tsfm train --steps "$STEPS" --max-minutes "$MINUTES" --real-data data/device/pretrain \
+        --out "runs/$name" "$@" $extra > "runs_$name.log" 2>&1 &
+done < "$RUNS_FILE"
+wait
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+for name in "${names[@]}"; do
+    grep -v -E "it/s\]|s/it\]|Warning|warn" "runs_$name.log" | tail -3
+    python3 - "$name" <<'PY'
+import json, sys
+p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
+print(sys.argv[1], {k: p[k] for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "final_train_loss")},
+      f"windows/s {p['windows_seen'] / p['train_seconds']:.0f}")
+PY
+done
+for name in "${names[@]}"; do
+    timeout 240 python3 scripts/eval_checkpoints.py "runs/$name/model" --names "$name" \
+        --benchmark data/device/benchmark --out "$OUT/pack/eval_$name" --device cuda > "eval_$name.log" 2>&1 &
+done
+wait
+for name in "${names[@]}"; do
+    grep -v -i warn "eval_$name.log" | tail -1
+    mkdir -p "$OUT/$name"
+    cp runs/"$name"/model/*.safetensors "$OUT/$name/"
+    mkdir -p "$OUT/pack/$name"
+    cp runs/"$name"/model/config.json runs/"$name"/provenance.json runs/"$name"/loss.png "$OUT/pack/$name/"
+    for f in runs/"$name"/logs/version_*/metrics.csv; do
+        cp "$f" "$OUT/pack/$name/metrics_$(basename "$(dirname "$f")").csv"
+    done
+done
+tar czf "$OUT/pack.tgz" -C "$OUT" pack && rm -rf "$OUT/pack"
+ls -laR "$OUT" | grep safetensors
