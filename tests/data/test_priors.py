@@ -1,0 +1,165 @@
+"""The synthetic priors: every family has the right shape, is deterministic and finite where observed, and shows the
+property it exists for; the mix respects its shares and is built block by block."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tsfm.pipelines.data.priors import BLOCK, DEFAULT_PRIOR_MIX, PRIORS, sample_priors
+from tsfm.pipelines.data.priors.common import ar1_filter
+from tsfm.pipelines.data.priors.intermittent import intermittent
+from tsfm.pipelines.data.priors.kernel_synth import circulant_paths, kernel_synth, periodic_paths
+from tsfm.pipelines.data.priors.seasonal import seasonal
+from tsfm.pipelines.data.priors.short import short
+
+LENGTH = 512
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def autocorrelation(x: torch.Tensor, lag: int) -> torch.Tensor:
+    """Lag-``lag`` autocorrelation of each row of ``x [n, L]`` (rows standardised over their length)."""
+    z = (x - x.mean(dim=1, keepdim=True)) / x.std(dim=1, keepdim=True).clamp_min(1e-12)
+    return (z[:, lag:] * z[:, :-lag]).mean(dim=1)
+
+
+# ---------------------------------------------------------------------------------------------- every family --
+
+
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_every_family_has_shape_dtype_and_finite_observed_values(name):
+    x = PRIORS[name](40, LENGTH, gen())
+    assert x.shape == (40, LENGTH) and x.dtype == torch.float32
+    observed = torch.isfinite(x)
+    assert not x.isinf().any()
+    counts = observed.sum(dim=1)
+    assert (counts >= 1).all()
+    for row, count in zip(observed, counts.tolist(), strict=True):  # NaN only as left padding
+        assert row[LENGTH - count :].all()
+
+
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_every_family_is_deterministic_in_the_generator(name):
+    a, b = PRIORS[name](16, LENGTH, gen(5)), PRIORS[name](16, LENGTH, gen(5))
+    c = PRIORS[name](16, LENGTH, gen(6))
+    assert torch.equal(a.nan_to_num(1e30), b.nan_to_num(1e30))
+    assert not torch.equal(a.nan_to_num(1e30), c.nan_to_num(1e30))
+
+
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_every_family_works_at_tiny_lengths(name):
+    x = PRIORS[name](3, 8, gen())
+    assert x.shape == (3, 8) and torch.isfinite(x[:, -1]).all()
+
+
+# ------------------------------------------------------------------------------------------ defining properties --
+
+
+def test_periodic_kernel_paths_have_the_kernel_as_covariance():
+    """Exact spectral sampling: the empirical covariance of many paths matches exp(-2 sin^2(pi d / p) / l^2)."""
+    n, period = 4000, 24.0
+    t = torch.arange(96, dtype=torch.float32).unsqueeze(0)
+    x = periodic_paths(t, torch.full((n, 1), period), torch.ones(n, 1, dtype=torch.int64), gen())  # l = 1
+    for lag in (0, 3, 6, 12, 24):
+        empirical = float((x[:, 10] * x[:, 10 + lag]).mean())
+        expected = math.exp(-2.0 * math.sin(math.pi * lag / period) ** 2)
+        assert abs(empirical - expected) < 0.06, (lag, empirical, expected)
+
+
+def test_circulant_paths_have_the_rbf_covariance():
+    n, length, scale = 4000, 200, 10.0
+    lag = torch.arange(2 * length, dtype=torch.float32)
+    lag = torch.minimum(lag, 2 * length - lag)
+    profile = torch.exp(-0.5 * (lag / scale) ** 2).expand(n, -1)
+    x = circulant_paths(profile, length, gen())
+    for d in (0, 5, 10, 20, 40):
+        empirical = float((x[:, 50] * x[:, 50 + d]).mean())
+        assert abs(empirical - math.exp(-0.5 * (d / scale) ** 2)) < 0.06, d
+
+
+def test_kernel_synth_is_a_mix_of_smooth_and_rough_paths_of_many_scales():
+    x = kernel_synth(200, LENGTH, gen())
+    smooth = autocorrelation(x, 1) > 0.95
+    assert 0.2 < float(smooth.float().mean()) < 0.95  # both smooth GP paths and noisy compositions
+    spread = x.std(dim=1)
+    assert float(spread.max() / spread.min()) > 1e3  # random scales across orders of magnitude
+
+
+@pytest.mark.parametrize(("calendar", "period"), [("hourly", 24), ("5min", 288), ("monthly", 12)])
+def test_seasonal_series_peak_in_autocorrelation_at_the_calendar_period(calendar, period):
+    length = 4 * period if period > 100 else LENGTH
+    x = seasonal(64, length, gen(), calendars=(calendar,), noise=(0.01, 0.02))
+    detrended = x - torch.linspace(0, 1, length) * (x[:, -period:].mean(1, keepdim=True) - x[:, :period].mean(
+        1, keepdim=True))  # the trend would make every lag look alike
+    at_period = autocorrelation(detrended, period)
+    off_period = torch.stack([autocorrelation(detrended, lag) for lag in range(period // 4, 3 * period // 4)])
+    assert float((at_period > off_period.max(dim=0).values).float().mean()) > 0.9
+
+
+def test_intermittent_series_are_counts_with_many_zeros():
+    x = intermittent(200, LENGTH, gen())
+    assert (x >= 0).all() and torch.equal(x, x.round())
+    zero_share = (x == 0).float().mean(dim=1)
+    assert float(zero_share.median()) > 0.5 and (zero_share < 1).float().mean() > 0.95
+    assert (x > 1).any()  # not just 0/1 indicators
+
+
+def test_short_series_have_the_stated_number_of_observations_at_the_right_edge():
+    x = short(50, LENGTH, gen(), min_observed=25, max_observed=25)
+    assert (torch.isfinite(x).sum(dim=1) == 25).all() and torch.isfinite(x[:, -25:]).all()
+    counts = torch.isfinite(short(400, LENGTH, gen())).sum(dim=1)
+    assert int(counts.min()) == 10 and int(counts.max()) == 60
+
+
+def test_ar1_filter_is_the_recursion():
+    shocks, phi = torch.randn(3, 50, generator=gen()), torch.tensor([[0.0], [0.7], [1.0]])
+    expected = shocks.clone()
+    for t in range(1, 50):
+        expected[:, t] += phi[:, 0] * expected[:, t - 1]
+    assert torch.allclose(ar1_filter(shocks, phi), expected, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------------ mix --
+
+
+def test_sample_priors_shape_determinism_and_finiteness():
+    a = sample_priors(300, LENGTH, gen(1))
+    b = sample_priors(300, LENGTH, gen(1))
+    assert a.shape == (300, LENGTH) and a.dtype == torch.float32
+    assert torch.equal(a.nan_to_num(1e30), b.nan_to_num(1e30))
+    assert not torch.equal(a.nan_to_num(1e30), sample_priors(300, LENGTH, gen(2)).nan_to_num(1e30))
+    assert torch.isfinite(a[:, -1]).all()
+
+
+def test_sample_priors_respects_the_mix_weights():
+    """Short series (<= 60 observed of 512) and intermittent ones (integers with zeros) are told apart exactly."""
+    x = sample_priors(2000, LENGTH, gen(), mix={"short": 0.3, "intermittent": 0.7})
+    is_short = torch.isnan(x[:, 0])
+    assert abs(float(is_short.float().mean()) - 0.3) < 0.04
+    counts = x[~is_short]
+    assert (counts >= 0).all() and torch.equal(counts, counts.round())
+
+
+def test_sample_priors_in_blocks_is_the_same_as_one_call():
+    """A call is made block by block: a longer call from the same generator state starts with the same series."""
+    one = sample_priors(2 * BLOCK, 64, gen(3))
+    longer = sample_priors(3 * BLOCK + 17, 64, gen(3))
+    assert torch.equal(one.nan_to_num(1e30), longer[: 2 * BLOCK].nan_to_num(1e30))
+
+
+def test_sample_priors_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="unknown"):
+        sample_priors(4, 64, gen(), mix={"nope": 1.0})
+    with pytest.raises(ValueError, match="non-negative"):
+        sample_priors(4, 64, gen(), mix={"short": 0.0})
+    with pytest.raises(ValueError, match="length"):
+        sample_priors(4, 1, gen())
+
+
+def test_default_mix_names_only_registered_families():
+    assert set(DEFAULT_PRIOR_MIX) <= set(PRIORS) and abs(sum(DEFAULT_PRIOR_MIX.values()) - 1.0) < 1e-9

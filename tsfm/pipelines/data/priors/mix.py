@@ -1,0 +1,105 @@
+"""The prior mix: which generator families exist (``PRIORS``), their default shares (``DEFAULT_PRIOR_MIX``), and
+``sample_priors``, the one entry point the training pool calls.
+
+Randomness is organised in blocks of ``BLOCK`` series: one 62-bit seed is drawn from the caller's generator, block
+``b`` gets its own generator seeded by ``(seed, b)``, draws the family of each of its series and makes each family's
+share in one vectorised call. So memory is bounded by a block (whatever ``n`` is), the host is synchronised once per
+block (the family counts), and a call for ``n`` series begins with exactly the series of a call for fewer whole
+blocks from the same generator state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+
+import torch
+
+from .intermittent import intermittent
+from .kernel_synth import kernel_synth
+from .seasonal import seasonal
+from .short import short
+
+__all__ = ["BLOCK", "DEFAULT_PRIOR_MIX", "PRIORS", "Prior", "sample_priors"]
+
+#: ``prior(n, length, generator) -> float32 [n, length]`` on ``generator.device``, NaN only as left padding.
+Prior = Callable[[int, int, torch.Generator], torch.Tensor]
+
+#: Every generator family by name (one module each).
+PRIORS: dict[str, Prior] = {
+    "kernel_synth": kernel_synth,
+    "seasonal": seasonal,
+    "intermittent": intermittent,
+    "short": short,
+}
+
+#: Default shares (normalised when used). KernelSynth and calendar seasonality carry most of the signal; the others
+#: add the shapes a GP prior rarely produces and the benchmark needs (counts, short yearly-like histories).
+DEFAULT_PRIOR_MIX: dict[str, float] = {
+    "kernel_synth": 0.4,
+    "seasonal": 0.35,
+    "intermittent": 0.1,
+    "short": 0.15,
+}
+
+#: Series per block: the unit of randomness and of memory (KernelSynth at 2,304 steps: ~50 MB per block).
+BLOCK = 256
+
+
+def _check_mix(mix: Mapping[str, float]) -> tuple[list[str], list[float]]:
+    unknown = sorted(set(mix) - set(PRIORS))
+    shares = [float(share) for share in mix.values()]
+    if not mix or unknown or any(not share >= 0 for share in shares) or sum(shares) <= 0:
+        raise ValueError(f"mix must map names from {sorted(PRIORS)} to non-negative shares with a positive sum, "
+                         f"got {dict(mix)}" + (f" (unknown: {unknown})" if unknown else ""))
+    names = [name for name in PRIORS if mix.get(name, 0.0) > 0]  # registry order: stable whatever the dict order
+    return names, [float(mix[name]) for name in names]
+
+
+def _block_generator(seed: int, block: int, device: torch.device) -> torch.Generator:
+    digest = hashlib.sha256(f"priors:{seed}:{block}".encode()).digest()
+    generator = torch.Generator(device=device)
+    generator.manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+    return generator
+
+
+def sample_priors(n: int, length: int, generator: torch.Generator, mix: Mapping[str, float] = DEFAULT_PRIOR_MIX,
+                  device: torch.device | str | None = None) -> torch.Tensor:
+    """``n`` synthetic series of ``length`` steps from the families in ``mix``: float32 ``[n, length]``.
+
+    Args:
+        n: number of series (>= 0).
+        length: steps per series (>= 2).
+        generator: all randomness comes from it (one draw is taken); its device is where the series are made.
+        mix: family name (``PRIORS``) -> share; shares are normalised.
+        device: must be ``generator.device`` if given (kept explicit for callers that pass both).
+
+    Returns:
+        ``[n, length]`` float32 on the generator's device. NaN only as left padding (short series end at the
+        right edge); every other value is finite. Deterministic in the generator's state.
+
+    Example:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> sample_priors(4, 64, g).shape
+        torch.Size([4, 64])
+    """
+    if n < 0 or length < 2:
+        raise ValueError(f"need n >= 0 and length >= 2, got n={n}, length={length}")
+    if device is not None and torch.device(device) != generator.device:
+        raise ValueError(f"device {device} differs from the generator's ({generator.device})")
+    names, shares = _check_mix(mix)
+    device = generator.device
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=device))
+    weights = torch.tensor(shares, dtype=torch.float32, device=device)
+    out = torch.empty(n, length, dtype=torch.float32, device=device)
+    for block, start in enumerate(range(0, n, BLOCK)):
+        size = min(BLOCK, n - start)
+        g = _block_generator(seed, block, device)
+        family = torch.multinomial(weights, size, replacement=True, generator=g)
+        counts = torch.bincount(family, minlength=len(names)).tolist()  # the block's one host sync
+        parts = [PRIORS[name](count, length, g) for name, count in zip(names, counts, strict=True) if count]
+        order = torch.argsort(family, stable=True)  # rows of family 0 first, then family 1, ...
+        rows = torch.empty(size, length, dtype=torch.float32, device=device)
+        rows[order] = torch.cat(parts).to(torch.float32)
+        out[start : start + size] = rows
+    return out
