@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from .common import bernoulli, choice, log_uniform, normal, randint, random_scale, time_grid, uniform
+from .common import bernoulli, choice, constant, log_uniform, normal, randint, random_scale, time_grid, uniform
 
 __all__ = ["KINDS", "MAX_TERMS", "PERIODS", "circulant_paths", "kernel_synth", "periodic_paths"]
 
@@ -66,7 +66,7 @@ def periodic_paths(t: torch.Tensor, period: torch.Tensor, scale_index: torch.Ten
     """Exact zero-mean GP paths ``[n, L]`` of the periodic kernel with ``period [n, 1]`` (steps) and length scale
     ``_PERIODIC_LENGTH_SCALES[scale_index [n, 1]]`` (truncated to ``_HARMONICS`` harmonics)."""
     n = period.shape[0]
-    table = torch.tensor(_BESSEL, dtype=torch.float32, device=t.device)  # [scales, harmonics]
+    table = constant(_BESSEL, t.device)  # [scales, harmonics]
     sd = table[scale_index.squeeze(1)].sqrt()  # [n, harmonics]
     angle = 2.0 * math.pi * torch.remainder(t, period) / period
     unit = torch.polar(torch.ones_like(angle), angle)
@@ -127,7 +127,7 @@ def kernel_synth(n: int, length: int, g: torch.Generator) -> torch.Tensor:
     """
     count = randint(n, g, 1, MAX_TERMS + 1)
     multiply = bernoulli(n, g, 0.5, MAX_TERMS)
-    shares = torch.tensor(list(KINDS.values()), device=g.device)
+    shares = constant(tuple(KINDS.values()), g.device)
     kind = torch.multinomial(shares, n * MAX_TERMS, replacement=True, generator=g).view(n, MAX_TERMS)
     active = torch.arange(MAX_TERMS, device=g.device).unsqueeze(0) < count
     kind = torch.where(active, kind, len(KINDS)).flatten()  # len(KINDS): an unused slot, no path needed

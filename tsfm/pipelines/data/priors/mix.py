@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from .common import constant
 from .intermittent import intermittent
 from .kernel_synth import kernel_synth
 from .level_shift import level_shift
@@ -82,6 +83,11 @@ def _block_generator(seed: int, block: int, device: torch.device) -> torch.Gener
     return generator
 
 
+def _same_device(asked: torch.device, actual: torch.device) -> bool:
+    """``"cuda"`` matches the generator's ``cuda:0``; an explicit index must match."""
+    return asked.type == actual.type and (asked.index is None or asked.index == actual.index)
+
+
 def sample_priors(n: int, length: int, generator: torch.Generator, mix: Mapping[str, float] = DEFAULT_PRIOR_MIX,
                   device: torch.device | str | None = None) -> torch.Tensor:
     """``n`` synthetic series of ``length`` steps from the families in ``mix``: float32 ``[n, length]``.
@@ -104,12 +110,12 @@ def sample_priors(n: int, length: int, generator: torch.Generator, mix: Mapping[
     """
     if n < 0 or length < 2:
         raise ValueError(f"need n >= 0 and length >= 2, got n={n}, length={length}")
-    if device is not None and torch.device(device) != generator.device:
+    if device is not None and not _same_device(torch.device(device), generator.device):
         raise ValueError(f"device {device} differs from the generator's ({generator.device})")
     names, shares = _check_mix(mix)
     device = generator.device
     seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=device))
-    weights = torch.tensor(shares, dtype=torch.float32, device=device)
+    weights = constant(tuple(shares), device)
     out = torch.empty(n, length, dtype=torch.float32, device=device)
     for block, start in enumerate(range(0, n, BLOCK)):
         size = min(BLOCK, n - start)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import ar1_filter, log_uniform, normal, randint, random_scale, uniform
+from .common import ar1_filter, constant, log_uniform, normal, randint, random_scale, uniform
 
 __all__ = ["KINDS", "random_walk"]
 
@@ -22,7 +22,7 @@ KINDS: tuple[str, ...] = ("walk", "near_unit_root", "integrated", "reflected")
 
 def random_walk(n: int, length: int, g: torch.Generator, *, kinds: tuple[str, ...] = KINDS) -> torch.Tensor:
     """``[n, length]`` random-walk-like series of a kind drawn from ``kinds``."""
-    allowed = torch.tensor([KINDS.index(k) for k in kinds], device=g.device)
+    allowed = constant(tuple(KINDS.index(k) for k in kinds), g.device, torch.int64)
     kind = allowed[randint(n, g, 0, len(kinds))]
     tails = uniform(n, g, 0.0, 1.0)
     steps = normal(g, n, length) * torch.exp(tails * normal(g, n, length) - 0.5 * tails**2)

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from .common import bernoulli, log_uniform, normal, randint, random_scale, time_grid, uniform
+from .common import bernoulli, constant, log_uniform, normal, randint, random_scale, time_grid, uniform
 
 __all__ = ["SHAPES", "waves"]
 
@@ -35,7 +35,7 @@ def waves(n: int, length: int, g: torch.Generator, *, shapes: tuple[str, ...] = 
     p = log_uniform(n, g, low, high) if low > 0 and high > low else torch.full((n, 1), float(low), device=g.device)
     t = time_grid(length, g.device)
     phase = torch.remainder(t / p + uniform(n, g, 0.0, 1.0), 1.0)  # 0..1 within each cycle
-    allowed = torch.tensor([SHAPES.index(s) for s in shapes], device=g.device)
+    allowed = constant(tuple(SHAPES.index(s) for s in shapes), g.device, torch.int64)
     shape = allowed[randint(n, g, 0, len(shapes))]
     rising = torch.where(bernoulli(n, g, 0.7), 1.0, -1.0)
     duty = uniform(n, g, 0.1, 0.9)
