@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import torch
-from tsfm.pipelines.data.priors import PRIORS, sample_priors
 
 from tsfm.pipelines.data.batches import BatchConfig, BatchSampler
 from tsfm.pipelines.data.corpus import load_corpus
+from tsfm.pipelines.data.priors import PRIORS, sample_priors
 
 
 def _sync(device: torch.device) -> None:

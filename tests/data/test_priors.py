@@ -12,8 +12,14 @@ from tsfm.pipelines.data.priors import BLOCK, DEFAULT_PRIOR_MIX, PRIORS, sample_
 from tsfm.pipelines.data.priors.common import ar1_filter
 from tsfm.pipelines.data.priors.intermittent import intermittent
 from tsfm.pipelines.data.priors.kernel_synth import circulant_paths, kernel_synth, periodic_paths
+from tsfm.pipelines.data.priors.level_shift import level_shift
+from tsfm.pipelines.data.priors.oscillator import oscillator
+from tsfm.pipelines.data.priors.random_walk import random_walk
+from tsfm.pipelines.data.priors.sde import gbm_paths, ou_paths
 from tsfm.pipelines.data.priors.seasonal import seasonal
 from tsfm.pipelines.data.priors.short import short
+from tsfm.pipelines.data.priors.spikes import spikes
+from tsfm.pipelines.data.priors.waves import waves
 
 LENGTH = 512
 
@@ -163,3 +169,72 @@ def test_sample_priors_refuses_bad_arguments():
 
 def test_default_mix_names_only_registered_families():
     assert set(DEFAULT_PRIOR_MIX) <= set(PRIORS) and abs(sum(DEFAULT_PRIOR_MIX.values()) - 1.0) < 1e-9
+
+
+def test_level_shifts_have_a_step():
+    x = level_shift(50, LENGTH, gen(), seasonality=0.0, noise=(0.001, 0.002), max_ramp=0)
+    jumps = x.diff(dim=1).abs()
+    assert (jumps.amax(dim=1) > 20 * jumps.median(dim=1).values).all()
+
+
+def test_spikes_stand_far_out_of_the_baseline():
+    x = spikes(100, LENGTH, gen())
+    median = x.median(dim=1, keepdim=True).values
+    mad = 1.4826 * (x - median).abs().median(dim=1, keepdim=True).values
+    robust_z = ((x - median).abs() / mad.clamp_min(1e-12)).amax(dim=1)
+    assert float((robust_z > 6).float().mean()) > 0.9  # Gaussian noise alone: about 3.5 at this length
+
+
+def test_ou_paths_revert_at_their_speed_and_gbm_paths_are_positive():
+    theta = torch.full((200, 1), 0.1)
+    x = ou_paths(200, 2048, gen(), theta=theta, switch_rate=torch.zeros(200, 1))
+    assert abs(float(autocorrelation(x, 1).mean()) - math.exp(-0.1)) < 0.02
+    assert (gbm_paths(100, LENGTH, gen()) > 0).all()
+
+
+def test_regimes_switch_the_ou_level():
+    x = ou_paths(200, 2048, gen(), theta=torch.full((200, 1), 0.3), switch_rate=torch.full((200, 1), 0.005))
+    halves = torch.stack([x[:, i * 256 : (i + 1) * 256].mean(dim=1) for i in range(8)], dim=1)
+    calm = ou_paths(200, 2048, gen(), theta=torch.full((200, 1), 0.3), switch_rate=torch.zeros(200, 1))
+    calm_halves = torch.stack([calm[:, i * 256 : (i + 1) * 256].mean(dim=1) for i in range(8)], dim=1)
+    assert float(halves.std(dim=1).median()) > 3 * float(calm_halves.std(dim=1).median())
+
+
+def test_square_waves_take_two_values_and_sawtooths_repeat_at_their_period():
+    square = waves(20, LENGTH, gen(), shapes=("square",), noise=(0.0, 0.0), trend=False)
+    assert all(len(torch.unique(row)) <= 2 for row in square)
+    saw = waves(20, LENGTH, gen(), shapes=("sawtooth",), period=(20.0, 20.0), noise=(0.0, 0.0), trend=False)
+    spread = saw.std(dim=1, keepdim=True)
+    assert ((saw[:, 20:] - saw[:, :-20]).abs() < 1e-3 * spread).float().mean() > 0.98  # resets may round apart
+    assert ((saw.diff(dim=1).abs() > 0.5 * spread).sum(dim=1) >= LENGTH // 20 - 2).all()  # one reset per period
+
+
+def test_free_oscillators_ring_down_and_driven_ones_resonate_at_their_period():
+    free = oscillator(50, LENGTH, gen(), driven=0.0, damping=(0.01, 0.02), kicks=1)
+    centred = free - free.mean(dim=1, keepdim=True)
+    quarter = LENGTH // 4
+    assert (centred[:, -quarter:].abs().amax(1) < 0.5 * centred[:, :quarter].abs().amax(1)).all()
+    driven = oscillator(50, 2048, gen(), driven=1.0, period=(20.0, 20.0), damping=(0.005, 0.01))
+    spectrum = torch.fft.rfft(driven - driven.mean(dim=1, keepdim=True)).abs()
+    peak = spectrum[:, 1:].argmax(dim=1).float().add(1) / 2048
+    assert float(((peak - 1 / 20).abs() < 0.005).float().mean()) > 0.9
+
+
+def test_random_walks_have_uncorrelated_steps_and_persistent_levels():
+    x = random_walk(100, LENGTH, gen(), kinds=("walk",))
+    assert float((autocorrelation(x, 1) > 0.9).float().mean()) > 0.9
+    assert float((autocorrelation(x.diff(dim=1), 1).abs() < 0.15).float().mean()) > 0.9
+    smooth = random_walk(100, LENGTH, gen(), kinds=("integrated",))
+    assert float((autocorrelation(smooth.diff(dim=1), 1) > 0.9).float().mean()) > 0.9
+    assert (random_walk(50, LENGTH, gen(), kinds=("reflected",)) >= 0).all()
+
+
+def test_sample_priors_fills_the_batch_sampler_pool_deterministically():
+    from tsfm.pipelines.data.batches import BatchConfig, BatchSampler
+
+    cfg = BatchConfig(batch_size=16, context_length=128, prediction_length=32, patch_size=16, min_context=4,
+                      pool_size=64, pool_chunks=4, refresh_every=2, synthetic_share=1.0)
+    first = BatchSampler(cfg, None, prior=sample_priors, seed=1).draw(5)
+    again = BatchSampler(cfg, None, prior=sample_priors, seed=1).draw(5)
+    assert torch.equal(first.context.nan_to_num(1e30), again.context.nan_to_num(1e30))
+    assert torch.isfinite(first.context[:, -1]).all()

@@ -8,6 +8,7 @@ synchronises with the host. This module knows nothing of which families exist or
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -18,6 +19,7 @@ __all__ = [
     "ar1_filter",
     "bernoulli",
     "choice",
+    "constant",
     "fourier_series",
     "impulse_filter",
     "left_pad",
@@ -50,6 +52,21 @@ CALENDARS: dict[str, tuple[float, float]] = {
 PERIODS_SHORT: tuple[float, ...] = (5.0, 7.0, 12.0, 24.0, 52.18)
 
 
+@functools.lru_cache(maxsize=256)
+def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
+def constant(values: tuple | list, device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A small constant table on ``device``, copied there once and cached (read-only by convention).
+
+    Why: on CUDA ``torch.tensor(..., device=...)`` from host memory waits for the device to finish its queued work;
+    a generator family that built its tables on every call would synchronise the host a dozen times per block.
+    """
+    frozen = tuple(tuple(row) if isinstance(row, list | tuple) else row for row in values)
+    return _constant(frozen, dtype, torch.device(device))
+
+
 def uniform(n: int, g: torch.Generator, low: float, high: float, width: int = 1) -> torch.Tensor:
     """``U(low, high)`` of shape ``[n, width]``."""
     return low + (high - low) * torch.rand(n, width, generator=g, device=g.device)
@@ -77,7 +94,7 @@ def randint(n: int, g: torch.Generator, low: int, high: int, width: int = 1) -> 
 
 def choice(n: int, g: torch.Generator, values: list[float] | tuple[float, ...]) -> torch.Tensor:
     """One of ``values`` per series, uniformly: float ``[n, 1]``."""
-    table = torch.tensor(values, dtype=torch.float32, device=g.device)
+    table = constant(tuple(values), g.device)
     return table[randint(n, g, 0, len(values))]
 
 

@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from .common import bernoulli, choice, log_uniform, normal, randint, random_scale, time_grid, uniform
+from .common import bernoulli, choice, constant, log_uniform, normal, randint, random_scale, time_grid, uniform
 
 __all__ = ["KINDS", "MAX_TERMS", "PERIODS", "circulant_paths", "kernel_synth", "periodic_paths"]
 
@@ -66,7 +66,7 @@ def periodic_paths(t: torch.Tensor, period: torch.Tensor, scale_index: torch.Ten
     """Exact zero-mean GP paths ``[n, L]`` of the periodic kernel with ``period [n, 1]`` (steps) and length scale
     ``_PERIODIC_LENGTH_SCALES[scale_index [n, 1]]`` (truncated to ``_HARMONICS`` harmonics)."""
     n = period.shape[0]
-    table = torch.tensor(_BESSEL, dtype=torch.float32, device=t.device)  # [scales, harmonics]
+    table = constant(_BESSEL, t.device)  # [scales, harmonics]
     sd = table[scale_index.squeeze(1)].sqrt()  # [n, harmonics]
     angle = 2.0 * math.pi * torch.remainder(t, period) / period
     unit = torch.polar(torch.ones_like(angle), angle)
@@ -90,47 +90,58 @@ def circulant_paths(profile: torch.Tensor, length: int, g: torch.Generator) -> t
     return (torch.fft.fft(eigenvalues.sqrt() * noise).real / math.sqrt(size))[:, :length]
 
 
-def _stationary_profiles(n: int, length: int, kind: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Lag profiles ``[n, 2 length]`` of an RBF (``kind == 1``) or rational-quadratic (``kind == 2``) kernel with
-    length scales of 1-50 % of the series (RQ: ``alpha`` in 0.1, 1, 10); other rows are zero."""
+def _stationary_profiles(n: int, length: int, rational: bool, g: torch.Generator) -> torch.Tensor:
+    """Lag profiles ``[n, 2 length]`` of RBF kernels (or, with ``rational``, rational-quadratic ones with ``alpha``
+    in 0.1, 1, 10) with length scales of 1-50 % of the series."""
     size = 2 * length
     lag = torch.arange(size, device=g.device, dtype=torch.float32)
     lag = torch.minimum(lag, size - lag).unsqueeze(0) / length  # circular distance, in series lengths
     scale = log_uniform(n, g, 0.01, 0.5)
+    if not rational:
+        return torch.exp(-0.5 * (lag / scale) ** 2)
     alpha = choice(n, g, _RQ_ALPHAS)
-    rbf = torch.exp(-0.5 * (lag / scale) ** 2)
-    rq = (1.0 + lag**2 / (2.0 * alpha * scale**2)) ** -alpha
-    zero = torch.zeros_like(rbf)
-    return torch.where(kind == 1, rbf, torch.where(kind == 2, rq, zero))
+    return (1.0 + lag**2 / (2.0 * alpha * scale**2)) ** -alpha
 
 
-def _term(n: int, length: int, g: torch.Generator) -> torch.Tensor:
-    """One random kernel term per series (kind drawn from ``KINDS``): ``[n, length]``."""
+def _paths(kind: str, n: int, length: int, g: torch.Generator) -> torch.Tensor:
+    """``n`` zero-mean paths ``[n, length]`` of one random kernel of ``kind`` (a key of ``KINDS``)."""
     t = time_grid(length, g.device)
-    shares = torch.tensor(list(KINDS.values()), device=g.device)
-    kind = torch.multinomial(shares, n, replacement=True, generator=g).unsqueeze(1)  # order of KINDS
-    period = choice(n, g, PERIODS)
-    periodic = periodic_paths(t, period, randint(n, g, 0, len(_PERIODIC_LENGTH_SCALES)), g)
-    stationary = circulant_paths(_stationary_profiles(n, length, kind, g), length, g)
-    x = t / length
-    linear = normal(g, n, 1) * (x - uniform(n, g, 0.0, 1.0)) + normal(g, n, 1) * bernoulli(n, g, 0.5)
-    white = choice(n, g, _WHITE_LEVELS) * normal(g, n, length)
-    constant = normal(g, n, 1).expand(n, length)
-    paths = (periodic, stationary, stationary, linear, white, constant)
-    out = paths[-1]
-    for index in range(len(paths) - 2, -1, -1):
-        out = torch.where(kind == index, paths[index], out)
-    return out
+    if kind == "periodic":
+        return periodic_paths(t, choice(n, g, PERIODS), randint(n, g, 0, len(_PERIODIC_LENGTH_SCALES)), g)
+    if kind in ("rbf", "rational_quadratic"):
+        return circulant_paths(_stationary_profiles(n, length, kind == "rational_quadratic", g), length, g)
+    if kind == "linear":
+        x = t / length
+        return normal(g, n, 1) * (x - uniform(n, g, 0.0, 1.0)) + normal(g, n, 1) * bernoulli(n, g, 0.5)
+    if kind == "white":
+        return choice(n, g, _WHITE_LEVELS) * normal(g, n, length)
+    return normal(g, n, 1).expand(n, length).clone()  # constant
 
 
 def kernel_synth(n: int, length: int, g: torch.Generator) -> torch.Tensor:
     """``[n, length]`` KernelSynth series: ``j ~ U{1..5}`` random kernel terms joined left to right by random ``+``
-    / ``*``, then scaled and shifted (``random_scale``)."""
+    / ``*``, then scaled and shifted (``random_scale``).
+
+    The terms of all series are grouped by kind (one host sync for the counts), so each kind's sampler runs once,
+    on exactly the terms that use it, rather than every sampler on every term.
+    """
     count = randint(n, g, 1, MAX_TERMS + 1)
     multiply = bernoulli(n, g, 0.5, MAX_TERMS)
-    out = _term(n, length, g)
+    shares = constant(tuple(KINDS.values()), g.device)
+    kind = torch.multinomial(shares, n * MAX_TERMS, replacement=True, generator=g).view(n, MAX_TERMS)
+    active = torch.arange(MAX_TERMS, device=g.device).unsqueeze(0) < count
+    kind = torch.where(active, kind, len(KINDS)).flatten()  # len(KINDS): an unused slot, no path needed
+    sizes = torch.bincount(kind, minlength=len(KINDS) + 1).tolist()
+    order = torch.argsort(kind, stable=True)
+    terms = torch.zeros(n * MAX_TERMS, length, device=g.device)
+    made = [_paths(name, size, length, g) for name, size in zip(KINDS, sizes, strict=False) if size]
+    used = sum(sizes[: len(KINDS)])
+    if used:
+        terms[order[:used]] = torch.cat(made)
+    terms = terms.view(n, MAX_TERMS, length)
+    out = terms[:, 0]
     for slot in range(1, MAX_TERMS):
-        term = _term(n, length, g)
+        term = terms[:, slot]
         joined = torch.where(multiply[:, slot : slot + 1], out * term, out + term)
         out = torch.where(count > slot, joined, out)
     return random_scale(out, g)

@@ -15,6 +15,7 @@ import torch
 from .common import (
     CALENDARS,
     bernoulli,
+    constant,
     log_uniform,
     normal,
     randint,
@@ -30,7 +31,7 @@ __all__ = ["seasonal"]
 def _calendar_periods(names: tuple[str, ...] | None, n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Main and long period ``[n, 1]`` each, of a calendar drawn per series among ``names`` (default: all)."""
     rows = [CALENDARS[name] for name in (names or tuple(CALENDARS))]
-    table = torch.tensor(rows, dtype=torch.float32, device=g.device)
+    table = constant(tuple(rows), g.device)
     pick = randint(n, g, 0, len(rows)).squeeze(1)
     return table[pick, :1], table[pick, 1:]
 
