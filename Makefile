@@ -9,7 +9,7 @@ STAMP := $(VENV)/.tsfm-installed
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/no-deps.txt
 	python3 -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[train,eval,serve,dev]'
+	$(PIP) -e '.[plotting,parquet,train,eval,serve,dev]'
 	$(PIP) --no-deps -r requirements/no-deps.txt
 	touch $(STAMP)
 
