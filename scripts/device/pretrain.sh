@@ -15,8 +15,8 @@ RUN=${RUN:?set RUN}; MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
 mkdir -p "$OUT/pack"
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
 if [ "${BENCH:-0}" = 1 ]; then
-    timeout 120 python3 benchmarks/data_path.py --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
-    timeout 120 python3 benchmarks/train_gpu.py --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
+    timeout 120 python -m benchmarks.data_path --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
+    timeout 120 python -m benchmarks.train_gpu --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
         --out "$OUT/pack" 2>&1 | tail -4
 fi
 [ -f "runs/$RUN/checkpoints/last.ckpt" ] && echo "resuming runs/$RUN" || echo "new run runs/$RUN"
