@@ -4,12 +4,12 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt
 STAMP := $(VENV)/.tsfm-installed
 
-.PHONY: setup browser forecast test lint bench-cpu train-default
+.PHONY: setup browser forecast forecast-etth1 test lint bench-cpu train-default
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/no-deps.txt
 	python3 -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[train,eval,serve,dev]'
+	$(PIP) -e '.[plotting,parquet,train,eval,serve,dev]'
 	$(PIP) --no-deps -r requirements/no-deps.txt
 	touch $(STAMP)
 
@@ -20,10 +20,15 @@ browser:
 
 setup: $(STAMP)
 
-# The main job: zero-shot forecast of real hourly data (ETTh1) with the shipped default model.
+# The main job: zero-shot forecast of real weekly data shipped with the repository (CDC ILINet, public domain, see
+# examples/README.md) with the shipped default model; needs nothing beside the checkout.
 forecast: $(STAMP)
+	$(VENV)/bin/tsfm forecast examples/ilinet.csv -H 26 -o out/forecast.csv --plot out/forecast.png
+
+# The same on ETTh1 (hourly, 7 series), read from ../shared/data/raw (or $$TSFM_SHARED_DIR/data/raw) when it is there.
+forecast-etth1: $(STAMP)
 	$(PY) scripts/example_data.py --out out/etth1.csv
-	$(VENV)/bin/tsfm forecast out/etth1.csv -H 48 -o out/forecast.csv --plot out/forecast.png
+	$(VENV)/bin/tsfm forecast out/etth1.csv -H 48 -o out/forecast_etth1.csv --plot out/forecast_etth1.png
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -33,7 +38,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 bench-cpu: $(STAMP)
-	$(PY) benchmarks/predict_cpu.py
+	$(PY) -m benchmarks.predict_cpu
 
 # The exact command that produced tsfm/models/default (about 16 minutes on a 2-core CPU). One torch thread: with
 # two, any other load on a 2-core machine makes OpenMP threads spin and training ~10x slower.

@@ -1,12 +1,12 @@
-"""A/B of kernel variants on the GPU in one process: the same check and timing as ``benchmarks/kernels.py``, with a
+"""A/B of kernel variants on the GPU in one process: the same check and timing as ``bench_kernels.py``, with a
 module setting flipped between runs. Used for the decisions recorded in RESULTS.md and in the kernels' docstrings.
 
 Usage (repository root, on the GPU machine; one mode per process, so that a crash in one variant cannot hide
 another's numbers)::
 
-    python3 benchmarks/ab_variants.py slstm-warps            # sLSTM at 4 vs 8 warps (check at the default)
-    python3 benchmarks/ab_variants.py bf16-dots mlstm         # bf16 vs float32 tl.dot operands (check with bf16)
-    python3 benchmarks/ab_variants.py mlstm-sequential 2,300,4,64[,fwd]   # the sequential mLSTM kernels, checked
+    python -m benchmarks.ab_variants slstm-warps            # sLSTM at 4 vs 8 warps (check at the default)
+    python -m benchmarks.ab_variants bf16-dots mlstm         # bf16 vs float32 tl.dot operands (check with bf16)
+    python -m benchmarks.ab_variants mlstm-sequential 2,300,4,64[,fwd]   # the sequential mLSTM kernels, checked
 
 Prints a table last and writes ``ab_<mode>.jsonl`` to ``$OUT`` (default ``/tmp``).
 """
@@ -22,12 +22,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.append(str(Path(__file__).resolve().parent))
+from benchmarks import bench_kernels as KB
 
-from profile_op import load_kernel_benchmarks
-
-KB = load_kernel_benchmarks()  # benchmarks/kernels.py
 CHUNK_MODULES = {
     "mlstm": "tsfm.kernels.triton.mlstm.chunk",
     "ssd": "tsfm.kernels.triton.ssd.chunk",

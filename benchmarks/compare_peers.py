@@ -1,13 +1,13 @@
 """Our kernels against the fastest public peer per mixer and shape, as ratios, from the benchmark JSONL files.
 
-``benchmarks/kernels.py`` writes our rows (``tsfm.kernels.jsonl``), ``../shared/tools/peer_kernels_bench.py`` the peers'
+``bench_kernels.py`` writes our rows (``tsfm.kernels.jsonl``), ``../shared/tools/peer_kernels_bench.py`` the peers'
 (``peers.jsonl``). This joins them: for every op and TSFM shape, our forward and forward + backward times, the
 fastest peer of the same mixer for each (a peer timed in several calls counts with its best time, which favours the
 peer), and ``peer / ours`` (> 1: ours is faster).
 
 Usage::
 
-    python benchmarks/compare_peers.py --ours OUT/kernels.jsonl --peers OLD/peers.jsonl NEW/peers.jsonl
+    python -m benchmarks.compare_peers --ours OUT/kernels.jsonl --peers OLD/peers.jsonl NEW/peers.jsonl
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Throughput of the training data path alone: synthetic series per second per prior, and windows per second of the
 batch sampler (with and without the pool refresh), to set beside what the training step consumes.
 
-    PYTHONPATH=. python3 benchmarks/data_path.py --real data/pretrain [--batch-size 1024] [--context 2048] \
+    python -m benchmarks.data_path --real data/pretrain [--batch-size 1024] [--context 2048] \
         [--horizon-patches 24] [--pool-size 16384] [--refresh-every 4] [--steps 40] [--out $OUT]
 
 Prints a table last and appends JSON rows to ``OUT/data_path.jsonl``. Times are wall-clock around synchronised

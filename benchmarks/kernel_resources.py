@@ -6,7 +6,7 @@ choose warps, chunk sizes or dot operands; this is how to reproduce them.
 
 Usage::
 
-    python benchmarks/kernel_resources.py tsfm.kernels.triton.slstm.fused:_slstm_bwd_kernel \\
+    python -m benchmarks.kernel_resources tsfm.kernels.triton.slstm.fused:_slstm_bwd_kernel \\
         --constexpr H=4 D=64 BB=16 BD=64 HAS_INIT=1 HAS_DFINAL=1 PRECISION=tf32 R_STREAM=0 \\
         --bf16 x r dout dx --ints B T --warps 4 8
 
@@ -21,15 +21,12 @@ import importlib
 import inspect
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 SHARED_LIMIT = 232448

@@ -5,7 +5,7 @@
 48. Each backbone runs in its own process so peak RSS is its own; weights are random (speed does not depend on
 them). Prints a table last and appends it, with the command and machine, to ``benchmarks/RESULTS.md``.
 
-    python benchmarks/predict_cpu.py [--series 1000] [--batch-size 256] [--no-write]
+    python -m benchmarks.predict_cpu [--series 1000] [--batch-size 256] [--no-write]
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the repository's packages first (this folder's kernels.py is a script, not them)
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer")
 CONTEXT, HORIZON = 512, 48
@@ -123,7 +122,7 @@ def main() -> None:
     if not args.no_write:
         header = (f"\n## CPU inference, {args.series} real series, context {CONTEXT}, horizon {HORIZON} "
                   f"({date.today().isoformat()})\n\n"
-                  f"Command: `python benchmarks/predict_cpu.py {' '.join(sys.argv[1:])}`. "
+                  f"Command: `python -m benchmarks.predict_cpu {' '.join(sys.argv[1:])}`. "
                   f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                   f"torch threads {rows[0]['threads']}, Python {platform.python_version()}. Random 10M weights; "
                   "peak RSS is the whole process (Python, torch, data, model).\n\n")

@@ -1,11 +1,11 @@
 """Where the time of one mixer op goes: GPU time per kernel of one forward + backward, from ``torch.profiler``.
 
-``benchmarks/kernels.py`` says how fast an op is; this says why: which launches (ours, and the PyTorch glue
+``benchmarks/bench_kernels.py`` says how fast an op is; this says why: which launches (ours, and the PyTorch glue
 around them: casts, copies, einsums) take the time. Used to explain the gaps to the peers in RESULTS.md.
 
 Usage (repository root, on the GPU machine)::
 
-    python3 benchmarks/profile_op.py --ops slstm,mlstm --shapes "1024,64,4,64;64,512,8,64" [--out $OUT]
+    python -m benchmarks.profile_op --ops slstm,mlstm --shapes "1024,64,4,64;64,512,8,64" [--out $OUT]
 
 Prints, per (op, shape), the kernels sorted by GPU time (microseconds, averaged over ``--repeat`` runs after a
 warm-up) and writes the same to ``profile.md`` in ``--out``.
@@ -14,28 +14,13 @@ warm-up) and writes the same to ``profile.md`` in ``--out``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def load_kernel_benchmarks():
-    """``benchmarks/kernels.py`` (the ops' inputs and entry points), loaded by path once: its name is the package's."""
-    if "kernel_benchmarks" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("kernel_benchmarks", Path(__file__).with_name("kernels.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules["kernel_benchmarks"]
-
-
-OPS = load_kernel_benchmarks().OPS
+from benchmarks.bench_kernels import OPS
 
 
 def profile_op(name: str, shape: tuple[int, int, int, int], repeat: int) -> str:

@@ -4,7 +4,7 @@ Forecaster at the pretraining shape, from ``torch.profiler``, grouped into our T
 The issue asks to remove the top bottleneck *outside* our kernels; this says which it is (norms, FFN GEMMs,
 casts, the loss, the optimizer, launch gaps).
 
-    PYTHONPATH=. python3 benchmarks/profile_train_step.py [--spec xlstm[3:1]] [--preset 10M] [--batch-size 1024] \
+    python -m benchmarks.profile_train_step [--spec xlstm[3:1]] [--preset 10M] [--batch-size 1024] \
         [--context-length 2048] [--horizon-patches 24] [--top 25] [--out $OUT]
 """
 

@@ -6,7 +6,7 @@ and horizon 48, against a server started fresh per mode. Reports throughput, lat
 memory when ready, after a warm-up, and at the end (growth under steady load would be a leak). Prints a table
 last and appends it, with the command and machine, to ``benchmarks/RESULTS.md``.
 
-    python benchmarks/serve_load.py [--duration 60] [--clients 32] [--model default|PATH] [--modes on,off]
+    python -m benchmarks.serve_load [--duration 60] [--clients 32] [--model default|PATH] [--modes on,off]
                                     [--warmup 5] [--rss-every S] [--no-write]
 
 A soak (``--duration 600 --modes on --rss-every 30``) also samples the server's memory every ``S`` seconds and
@@ -251,7 +251,7 @@ def main() -> None:
     result = "\n\n".join([table(rows), *traces])
     print(result)
     if not args.no_write:
-        command = " ".join(["python benchmarks/serve_load.py", *sys.argv[1:]])
+        command = " ".join(["python -m benchmarks.serve_load", *sys.argv[1:]])
         header = (
             f"\n## REST service under load: {args.clients} clients, {args.series} series x {args.length} points, "
             f"horizon {args.horizon} ({date.today().isoformat()})\n\n"

@@ -6,7 +6,7 @@ depend on values). The recurrent backbones run twice: with our Triton kernels an
 (``tsfm.kernels.ops.reference_kernels``); the Transformer uses PyTorch's SDPA and runs once.
 Prints a table last and writes ``train_gpu.md`` / ``train_gpu.jsonl`` under ``--out``.
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/train_gpu.py [--steps 20] [--specs xlstm[3:1],mamba2] [--out $OUT]
+    PYTHONUNBUFFERED=1 python -m benchmarks.train_gpu [--steps 20] [--specs xlstm[3:1],mamba2] [--out $OUT]
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tsfm.kernels.ops import reference_kernels
 from tsfm.model import Forecaster

@@ -1,11 +1,49 @@
-"""Session-wide test set-up that must happen before any test module is imported.
+"""Session-wide test set-up: Triton's mode before any test module is imported, and honest skips in CI.
 
 Triton fixes its mode (compiled or interpreted) at its first import, and importing ``tsfm`` already imports it
 (``torch.compiler.disable`` around the sequence ops loads ``torch._dynamo``, which loads Triton). The CPU test
 machine has no GPU, so every in-process test runs Triton's interpreter; tests that compile for a GPU target
 (``test_kernel_resources``) do so in a subprocess with the variable removed.
+
+Skips: ``-rs`` (pyproject) lists every skip with its reason. Where ``CI`` is true (``.ci/run`` sets it) CI has
+every input (``../shared``, the browser, every extra), so a skip means a test silently stopped testing: the run
+fails unless the skip's reason matches :data:`ALLOWED_SKIPS`, each entry saying why that skip is expected.
 """
+
+from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# substring of a skip reason -> why that skip is expected in CI
+ALLOWED_SKIPS: dict[str, str] = {}
+
+_skipped: list[tuple[str, str]] = []
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def unexpected_skips(skipped: list[tuple[str, str]], allowed: dict[str, str]) -> list[tuple[str, str]]:
+    """The ``(test id, reason)`` pairs whose reason matches no allowed entry."""
+    return [(node, reason) for node, reason in skipped if not any(key in reason for key in allowed)]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped.append((report.nodeid, reason))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _in_ci():
+        return
+    bad = unexpected_skips(_skipped, ALLOWED_SKIPS)
+    if bad:
+        lines = "\n".join(f"  {node}: {reason}" for node, reason in bad)
+        print(f"\nCI=true and {len(bad)} test(s) skipped that must run here (allow-list: tests/conftest.py):\n{lines}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

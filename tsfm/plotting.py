@@ -47,7 +47,7 @@ def plot_forecast(
     Returns:
         The path written.
     """
-    from matplotlib.figure import Figure
+    Figure = _matplotlib_figure()
 
     from tsfm.df_utils import parse_timestamps
 
@@ -110,3 +110,12 @@ def _draw_panel(
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # short labels that do not collide
     ax.tick_params(labelsize=7)
+
+
+def _matplotlib_figure() -> type:
+    """matplotlib's ``Figure``, or an ImportError naming the extra that installs it (it is not a core dependency)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ImportError(f"plotting needs the plotting extra (pip install 'tsfm[plotting]'): {err}") from None
+    return Figure

@@ -15,10 +15,10 @@ RUN=${RUN:?set RUN}; MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
 mkdir -p "$OUT/pack"
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
 if [ "${BENCH:-0}" = 1 ]; then  # the data path alone, then the training step eager and compiled
-    timeout 120 python3 benchmarks/data_path.py --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
+    timeout 120 python3 -m benchmarks.data_path --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
 fi
 if [ "${BENCH_STEP:-0}" = 1 ]; then
-    timeout 180 python3 benchmarks/train_gpu.py --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
+    timeout 180 python3 -m benchmarks.train_gpu --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
         --compile --out "$OUT/pack" 2>&1 | tail -6
     # COMPILE=auto: train compiled only if the timing above shows it at least 15% faster (the decision is printed)
     if [ "${COMPILE:-}" = auto ] && python3 - "$OUT/pack/train_gpu.jsonl" <<'PY'

@@ -21,10 +21,6 @@ bf16 state operands even with the triangular solve and the products with ``T`` k
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported
-
 import pytest
 import torch
 import torch.nn.functional as F

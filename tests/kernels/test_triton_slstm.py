@@ -7,10 +7,6 @@ tensors (the public op sends CPU tensors to the reference). Interpreted steps ar
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported
-
 import pytest
 import torch
 

@@ -19,10 +19,6 @@ batch and time of these small heads: <= 1.0e-2 on the tests' seeds and <= 1.8e-2
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported
-
 import pytest
 import torch
 import torch.nn.functional as F

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tsfm.cli import COMMANDS, main
+from tsfm.cli import load_commands, main
 
 STARTUP_TIMEOUT_S = 90  # importing torch on a busy 2-core CI machine can take a while
 
@@ -103,7 +103,7 @@ def test_tsfm_serve_answers_over_http(server: tuple[str, subprocess.Popen[str]])
 
 
 def test_serve_is_registered_with_its_flags() -> None:
-    flags = {flag for argument in COMMANDS["serve"].arguments for flag in argument.flags}
+    flags = {flag for argument in load_commands()["serve"].arguments for flag in argument.flags}
     assert {"--host", "--port", "--model", "--workers"} <= flags
 
 

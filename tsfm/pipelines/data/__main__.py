@@ -51,8 +51,9 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--shared-dir",
             default=None,
-            help="shared folder holding data/raw (default: $TSFM_SHARED_DIR or <repo>/../shared)",
+            help="shared folder holding data/raw (default: $TSFM_SHARED_DIR, else ../shared of the current folder)",
         )
+        p.add_argument("--raw", default=None, help="folder holding the raw files (default: <shared>/data/raw)")
         p.add_argument("--datasets", nargs="+", default=None, metavar="NAME", help="build only these datasets")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
         p.set_defaults(func=func)
@@ -62,7 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tsfm.pipelines.data", description="tsfm data preparation")
     add_data_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    from .paths import use_raw_dir
+
+    with use_raw_dir(args.raw):
+        return int(args.func(args))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def _installed_path(dist: str, relpath: str) -> Path | None:
 
 
 def _wheel_dirs() -> list[Path]:
-    dirs = [REPO_ROOT / ".whl"]
+    dirs = [REPO_ROOT / ".whl"] if REPO_ROOT is not None else []
     env = os.environ.get(WHEEL_DIR_ENV)
     if env:
         dirs.insert(0, Path(env))

@@ -16,7 +16,7 @@ The public peers (FLA, mlstm_kernels, mamba_ssm, flashrnn) are timed by ``../sha
 
 Usage (repository root, on the GPU machine)::
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/kernels.py [--ops mlstm,slstm] [--shapes all|small] [--out $OUT]
+    PYTHONUNBUFFERED=1 python -m benchmarks.bench_kernels [--ops mlstm,slstm] [--shapes all|small] [--out $OUT]
 
 Writes ``kernels.jsonl`` and ``kernels.md`` to ``--out`` (default ``$OUT`` or ``/tmp``) and prints the table last.
 """
@@ -28,15 +28,12 @@ import json
 import math
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tsfm.kernels import reference
 from tsfm.kernels.triton.testing import as_tuple, compare, rel_err

@@ -1,0 +1,246 @@
+"""The ``tsfm`` sub-commands that make and judge models: train, sweep, evaluate, report, data.
+
+Found by the top-level command through the ``tsfm.commands`` entry point (or its fallback list in
+:mod:`tsfm.cli`); importing this module registers the commands. It imports only the command machinery from the
+core; each command imports its heavy modules (Lightning, gluonts, statsforecast) when it runs, so ``tsfm --help``
+stays instant and a missing extra is one line naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tsfm.cli import DEVICE_ARG, EXIT_OK, CommandError, arg, command
+
+
+@command(
+    "train",
+    "Pretrain a model on synthetic series and a real corpus (on the GPU when there is one); resumes a run whose "
+    "--out already holds a checkpoint. Writes OUT/model (a tsfm checkpoint), OUT/checkpoints, OUT/logs, OUT/loss.png.",
+    arg("--backbone", default="xlstm[3:1]", help="registered backbone spec, e.g. xlstm[3:1], mamba2, gdn[neg_eigval]"),
+    arg("--preset", default="1M", help="scale preset: 1M, 3M, 10M, 40M or 80M (default: 1M)"),
+    arg("--out", type=Path, required=True, help="run folder (resumed if it holds checkpoints/last.ckpt)"),
+    arg("--steps", type=int, default=1000, help="optimizer steps of the whole run (default: 1000)"),
+    arg("--batch-size", type=int, default=64, help="windows per step (default: 64)"),
+    arg("--learning-rate", type=float, default=1e-3, help="peak AdamW learning rate (default: 1e-3)"),
+    arg("--warmup-steps", type=int, default=100, help="linear warm-up steps (default: 100)"),
+    arg("--context-length", type=int, default=2048, help="longest training context in steps (default: 2048)"),
+    arg("--horizon-patches", type=int, default=None,
+        help="future patches scored per window (the model's train_horizon_patches; default: the preset's)"),
+    arg("--horizon-embedding", action="store_true",
+        help="learned embedding of the horizon index on the masked future tokens (ModelConfig.horizon_embedding)"),
+    arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
+    arg("--real-data", type=Path, default=None,
+        help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
+    arg("--validation-share", type=float, default=0.05,
+        help="share of whole real series held out for validation and checkpoint choice (default: 0.05)"),
+    arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
+    arg("--synthetic-share", type=float, default=None,
+        help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
+    arg("--mixup-prob", type=float, default=0.2, help="share of TSMixup windows (default: 0.2)"),
+    arg("--pool-size", type=int, default=4096, help="synthetic series kept on the device (default: 4096)"),
+    arg("--val-every", type=int, default=250, help="steps between validations (default: 250)"),
+    arg("--checkpoint-every", type=int, default=250, help="steps between resume checkpoints (default: 250)"),
+    arg("--max-minutes", type=float, default=None,
+        help="wall-clock budget of this call: stop cleanly, save, resume later with the same command"),
+    arg("--seed", type=int, default=0, help="random seed (default: 0)"),
+    arg("--precision", default="auto", help="Lightning precision (default: bf16-mixed on a GPU, else 32-true)"),
+    arg("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu"),
+    arg("--compile", action="store_true", help="torch.compile the model"),
+)
+def train_command(args: argparse.Namespace) -> int:
+    """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
+    try:
+        from tsfm.pipelines.train import TrainConfig, TrainingError, train
+    except ImportError as err:
+        raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
+    import torch
+
+    from tsfm.pipelines.data.corpus import CorpusError, load_corpus
+    from tsfm.presets import preset_config
+
+    try:
+        changes = {"context_length": max(args.context_length, 2048)}
+        if args.horizon_patches is not None:
+            changes["train_horizon_patches"] = args.horizon_patches
+        if args.horizon_embedding:
+            changes["horizon_embedding"] = True
+        model_config = preset_config(args.backbone, args.preset, **changes)
+        share = args.synthetic_share if args.synthetic_share is not None else (
+            1.0 if args.real_data is None else 0.5)
+        gpu = args.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        precision = args.precision if args.precision != "auto" else ("bf16-mixed" if gpu else "32-true")
+        train_config = TrainConfig(
+            steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
+            warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
+            synthetic_share=share, mixup_prob=args.mixup_prob, pool_size=args.pool_size, seed=args.seed,
+            precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
+            max_minutes=args.max_minutes, compile=args.compile,
+        )
+        real = validation = None
+        parts = [f"synthetic priors (tsfm.pipelines.data.priors), {share:.0%} of windows"] if share > 0 else []
+        if args.real_data is not None:
+            real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
+                                           validation_share=args.validation_share)
+            parts.append(f"{len(real)} real series from {args.real_data} ({len(validation)} held out for "
+                         "validation)")
+        description = " + ".join(parts)
+        path = train(model_config, train_config, args.out, real=real, validation=validation,
+                     data_description=description, accelerator=args.accelerator)
+    except (TrainingError, CorpusError) as err:
+        raise CommandError(str(err)) from None
+    except ValueError as err:  # an unknown backbone or preset
+        raise CommandError(str(err)) from None
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _command_line() -> str | None:
+    """The command as typed, for results files (None when called in-process, e.g. from tests)."""
+    import shlex
+
+    return shlex.join(["tsfm", *sys.argv[1:]]) if sys.argv and Path(sys.argv[0]).name == "tsfm" else None
+
+
+@command(
+    "sweep",
+    "The scaling sweep: train every backbone at every preset with one recipe, score each zero-shot, append one row "
+    "per configuration to OUT/results.csv; resumable run by run (finished runs are skipped).",
+    arg("--backbones", default="xlstm[3:1],mamba2,gdn", help="comma-separated backbone specs"),
+    arg("--presets", default="1M,3M,10M,40M,80M", help="comma-separated presets"),
+    arg("--seeds", default="0", help="comma-separated seeds (default: 0)"),
+    arg("--tokens", default=None,
+        help="token budget per preset overriding the recipe, e.g. 1M=12e6,10M=80e6 (default: the recipe table)"),
+    arg("--out", type=Path, required=True, help="sweep folder (results.csv, runs/)"),
+    arg("--real-data", type=Path, default=None, help="GIFT-Eval-format root of real pretraining series"),
+    arg("--benchmark", type=Path, required=True, help="benchmark root to score on (tsfm data build-benchmark)"),
+    arg("--normaliser", type=Path, default=Path("reports/results/seasonal_naive/all_results.csv"),
+        help="Seasonal-Naive all_results.csv that normalises the scores"),
+    arg("--parallel", type=int, default=1, help="runs side by side on one device (default: 1)"),
+    arg("--max-minutes", type=float, default=None, help="time budget per run in this call (resumed later)"),
+    arg("--context-length", type=int, default=2048, help="training context (default: 2048)"),
+    arg("--horizon-patches", type=int, default=24, help="future patches per window (default: 24)"),
+    arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
+)
+def sweep_command(args: argparse.Namespace) -> int:
+    """The runner lives in ``tsfm.pipelines.sweep``; the CLI parses, plans and hands over."""
+    import dataclasses
+
+    from tsfm.pipelines.sweep import RECIPES, SweepError, SweepSettings, plan_runs, run_sweep
+
+    try:
+        recipes = dict(RECIPES)
+        for item in filter(None, (args.tokens or "").split(",")):
+            preset, _, value = item.partition("=")
+            if preset not in recipes or not value:
+                raise SweepError(f"--tokens: expected PRESET=TOKENS with a known preset, got {item!r}")
+            recipes[preset] = dataclasses.replace(recipes[preset], tokens=float(value))
+        runs = plan_runs([b.strip() for b in args.backbones.split(",") if b.strip()],
+                         [p.strip() for p in args.presets.split(",") if p.strip()],
+                         [int(s) for s in args.seeds.split(",")])
+        settings = SweepSettings(out=args.out, real_data=args.real_data, benchmark=args.benchmark,
+                                 normaliser=args.normaliser, context_length=args.context_length,
+                                 horizon_patches=args.horizon_patches, max_minutes=args.max_minutes,
+                                 max_series_length=args.max_series_length, recipes=recipes)
+        finished = run_sweep(runs, settings, parallel=args.parallel)
+    except (SweepError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    print(f"finished {len(finished)} run(s): {', '.join(finished) or '-'}; results in {args.out / 'results.csv'}")
+    return EXIT_OK
+
+
+@command(
+    "evaluate",
+    "Score models on a benchmark with GIFT-Eval's protocol; writes OUT/<model>/all_results.csv and run.json.",
+    arg("--model", nargs="+", default=["default"], metavar="MODEL",
+        help="'default', a checkpoint folder, or a baseline: naive, seasonal_naive, auto_ets, auto_arima, auto_theta"),
+    arg("--benchmark", type=Path, required=True,
+        help="benchmark root: built by `tsfm data build-benchmark`, or a GIFT-Eval download"),
+    arg("--configs", nargs="+", default=None, metavar="CONFIG",
+        help="result keys (m4_hourly/H/short) or dataset folders (ett1/H); default: all"),
+    arg("--out", type=Path, default=None, help="results folder (default: print the summary only)"),
+    arg("--batch-size", type=int, default=256, help="series per forward pass of tsfm models (default: 256)"),
+    arg("--n-jobs", type=int, default=1, help="processes for the statsforecast baselines (default: 1)"),
+    DEVICE_ARG,
+    arg("--quiet", action="store_true", help="no progress bars"),
+)
+def evaluate_command(args: argparse.Namespace) -> int:
+    """The protocol lives in ``tsfm.pipelines.evaluate`` (it needs the ``eval`` extra); the CLI parses and prints."""
+    try:
+        from tsfm.pipelines.evaluate import EvaluationError, evaluate, format_summary
+    except ImportError as err:
+        raise CommandError(f"evaluation needs the eval extra (pip install 'tsfm[eval]'): {err}") from None
+    try:
+        report = evaluate(
+            args.model, args.benchmark, configs=args.configs, out=args.out, batch_size=args.batch_size,
+            n_jobs=args.n_jobs, device=args.device, progress=not args.quiet, command=_command_line(),
+        )
+    except EvaluationError as err:
+        raise CommandError(str(err)) from None
+    print(format_summary(report))
+    if args.out is not None:
+        print(f"wrote {', '.join(str(args.out / name) for name in report)}")
+    return EXIT_OK
+
+
+@command(
+    "report",
+    "Markdown tables, normalised geometric means, win rates and plots from `tsfm evaluate` results.",
+    arg("--results", nargs="+", type=Path, required=True, metavar="PATH",
+        help="all_results.csv files or folders holding them (one per model)"),
+    arg("--out", type=Path, default=Path("reports"), help="folder for the report and plots (default: reports)"),
+    arg("--name", default="report", help="file name stem: OUT/NAME.md, OUT/NAME_*.png (default: report)"),
+    arg("--benchmark", type=Path, default=None, help="benchmark root, to plot forecast examples"),
+    arg("--example-models", nargs="+", default=None, metavar="MODEL",
+        help="models drawn in the forecast examples (default: the best baseline and the tsfm models)"),
+    arg("--title", default=None, help="report title (default: '<NAME> report')"),
+    arg("--note", action="append", default=[], metavar="TEXT", help="a paragraph to add under the title (repeatable)"),
+    DEVICE_ARG,
+)
+def report_command(args: argparse.Namespace) -> int:
+    """Reports live in ``tsfm.pipelines.report``; example plots run models, so a bad model name exits 2 too."""
+    try:
+        from tsfm.pipelines.evaluate import EvaluationError
+        from tsfm.pipelines.report import write_report
+    except ImportError as err:
+        raise CommandError(f"reports need the eval extra (pip install 'tsfm[eval]'): {err}") from None
+    try:
+        written = write_report(
+            args.results, args.out, name=args.name, benchmark=args.benchmark, example_models=args.example_models,
+            device=args.device, title=args.title, command=_command_line(), notes=args.note,
+        )
+    except EvaluationError as err:
+        raise CommandError(str(err)) from None
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+@command(
+    "data",
+    "Build GIFT-Eval-format data: the offline zero-shot benchmark, or the real pretraining corpus (disjoint).",
+    arg("action", choices=("build-benchmark", "build-pretrain"), help="what to build"),
+    arg("--out", type=Path, required=True, help="output folder (created; datasets in it are replaced)"),
+    arg("--raw", type=Path, default=None, help="folder holding the raw files (default: <shared>/data/raw)"),
+    arg("--shared-dir", default=None,
+        help="shared folder holding data/raw (default: $TSFM_SHARED_DIR, else ../shared of the current folder)"),
+    arg("--datasets", nargs="+", default=None, metavar="NAME", help="build only these datasets"),
+    arg("--quiet", action="store_true", help="no progress bar"),
+)
+def data_command(args: argparse.Namespace) -> int:
+    """The same sub-commands as ``python -m tsfm.pipelines.data``, reached through its own argparse wiring."""
+    from tsfm.pipelines.data.__main__ import add_data_commands
+    from tsfm.pipelines.data.paths import use_raw_dir
+
+    if args.raw is not None and not args.raw.is_dir():
+        raise CommandError(f"--raw {args.raw}: no such folder")
+    parser = argparse.ArgumentParser(prog="tsfm data")
+    add_data_commands(parser.add_subparsers(dest="action", required=True))
+    run = parser.parse_args([args.action, "--out", str(args.out)]).func
+    try:
+        with use_raw_dir(args.raw):
+            return int(run(args))
+    except (ValueError, KeyError) as err:  # unknown dataset names, unreadable sources
+        raise CommandError(str(err).strip("'\"")) from None
