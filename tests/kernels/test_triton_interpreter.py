@@ -12,7 +12,7 @@ import torch
 triton = pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 tl = triton.language
 
-import tsfm.kernels.triton._common  # noqa: E402,F401  (applies the patches)
+import tsfm.kernels._triton_common  # noqa: E402,F401  (applies the patches)
 
 
 @triton.jit

@@ -1,6 +1,6 @@
 """sLSTM fused recurrent Triton kernels: forward, backward and the autograd function that calls them.
 
-The math is that of :func:`tsfm.kernels.reference.slstm.slstm_step` (the definition)::
+The math is that of :func:`tsfm.kernels.slstm.reference.slstm_step` (the definition)::
 
     (ĩ, f̃, z̃, õ) = x_gates_t + h_{t-1} @ R[h, gate]
     m_t = max(ĩ, logsig(f̃) + m_{t-1}),  i' = exp(ĩ - m_t),  f' = exp(logsig(f̃) + m_{t-1} - m_t)
@@ -34,17 +34,13 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from tsfm.kernels.triton._common import block, contiguous, dot_precision
+from tsfm.kernels._triton_common import block, contiguous, dot_precision
+from tsfm.kernels._triton_common import logsigmoid as _logsigmoid
 
 SLSTMState = tuple[Tensor, Tensor, Tensor, Tensor]
 
 BB = 16
 """Batch rows per program (``tl.dot`` needs at least 16 rows on GPUs)."""
-
-
-@triton.jit
-def _logsigmoid(x):
-    return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))
 
 
 @triton.jit

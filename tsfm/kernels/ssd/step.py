@@ -19,8 +19,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from tsfm.kernels.triton._common import block, contiguous
-from tsfm.kernels.triton.ssd.chunk import ssd_chunk
+from tsfm.kernels._triton_common import block, contiguous
+from tsfm.kernels.ssd.chunk import ssd_chunk
 
 
 @triton.jit
