@@ -377,8 +377,6 @@ def _num_warps(bk: int, bv: int) -> int:
     return 8 if bk * bv >= 128 * 128 else 4
 
 
-
-
 def _prepare(
     *, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, bt: int, precision: str, store_t: bool
 ) -> tuple[Tensor, Tensor, Tensor | None]:

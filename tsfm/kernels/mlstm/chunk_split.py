@@ -286,7 +286,6 @@ def _mlstm_chunk_bwd_local_kernel(
     tl.store(df + gate, b_df.to(df.dtype.element_ty), mask=mask_t)
 
 
-
 def state_tiles(batch_heads: int, bk: int, bv: int) -> tuple[int, int]:
     """``[BK, BV]`` tile of ``C`` per program of the two recurrences (the forward's state pass, the backward's
     state-gradient scan). Their time is the chain over chunks, each link light, so more, smaller chains finish

@@ -282,9 +282,9 @@ def _slstm_dr_kernel(
     """``dR[h, g] = sum_rows h_{t-1}^T dx_gates[g]`` over one slice of ``ROWS`` rows ``(b, t)``, for one (head, gate).
 
     The reduction runs over all ``B * T`` rows; one matrix product with a reduction that long keeps a few programs
-    busy for milliseconds (cuBLAS picked a 32 x 32 float32 tile for it: 2.4 ms of a 3.9 ms step at (1024, 64, 4,
-    64)), so the rows are split into slices, each program writes its slice's partial sum, and the caller adds them.
-    ``h_{t-1}`` is read from the forward's stored states (the initial state at ``t = 0``), never materialised.
+    busy for milliseconds, so the rows are split into slices, each program writes its slice's partial sum, and the
+    caller adds them. ``h_{t-1}`` is read from the forward's stored states (the initial state at ``t = 0``), never
+    materialised.
     """
     i_s = tl.program_id(0)
     i_h = tl.program_id(1) // 4
@@ -321,9 +321,7 @@ def _dr_slices(rows: int, heads: int, row_block: int) -> tuple[int, int]:
 
 
 def _num_warps(bd: int) -> int:
-    """Warps per program: 8 from 64-wide heads on. Compiled for sm_90 at D = 64 (bf16, tf32 products) the backward
-    spills 1.1 KB a thread at 4 warps and none at 8 (255 registers); the forward needs 255 registers at 4 and 128 at
-    8, and on the H200 runs 2-25% faster at 8 (0.64 -> 0.48 ms at (256, 256, 8, 64))."""
+    """Warps per program: 8 from 64-wide heads on (no spills in the backward on sm_90)."""
     return 8 if bd >= 64 else 4
 
 
