@@ -94,7 +94,7 @@ def _make_ssd(length: int, with_state: bool, stress: bool) -> Inputs:
     return Inputs([x, dt, A, b, c], [True, True, False, True, True], state)
 
 
-def _make_gated_delta(length: int, with_state: bool, stress: bool) -> Inputs:
+def _make_gated_delta_rule(length: int, with_state: bool, stress: bool) -> Inputs:
     q = torch.randn(B, length, H, K)
     k = F.normalize(torch.randn(B, length, H, K), dim=-1)
     v = torch.randn(B, length, H, V)
@@ -177,7 +177,7 @@ CASES = {
     ),
     "gated_delta_rule": OpCase(
         "gated_delta_rule",
-        _make_gated_delta,
+        _make_gated_delta_rule,
         gated_delta_rule_recurrent,
         gated_delta_rule_chunkwise,
         ops.gated_delta_rule,

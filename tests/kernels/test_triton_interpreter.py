@@ -1,4 +1,5 @@
-"""Our patches to Triton 3.6's CPU interpreter (``kernels/triton/_common.py``), which the CPU kernel tests rely on."""
+"""Our patches to Triton 3.6's CPU interpreter (``tsfm/kernels/_triton_common.py``), which the CPU kernel tests rely
+on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Public sequence-mixer ops used by the model: mLSTM, Mamba-2 SSD, gated DeltaNet and sLSTM.
+"""Public sequence-mixer ops used by the model: mLSTM, Mamba-2 SSD, the gated delta rule (Gated DeltaNet) and sLSTM.
 
 Every op takes time-major ``[B, T, H, D]`` tensors, any ``T >= 1``, an optional initial state, and can return the
 final state; gradients flow by autograd through the PyTorch code. States are float32 (float64 for float64 inputs);
@@ -297,10 +297,11 @@ def gated_delta_rule(
     output_final_state: bool = False,
     chunk_size: int = 64,
 ) -> tuple[Tensor, Tensor | None]:
-    """Gated DeltaNet over a whole sequence: ``S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``.
+    """The gated delta rule (Gated DeltaNet's recurrence) over a whole sequence.
 
-    ``o_t = S_t^T (scale q_t)``, ``alpha_t = exp(g_t)``. Any ``beta`` is accepted (``(0, 1)``, or ``(0, 2)`` for the
-    variant with eigenvalues in ``[-1, 1]``).
+    ``S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``, ``o_t = S_t^T (scale q_t)``,
+    ``alpha_t = exp(g_t)``. Any ``beta`` is accepted (``(0, 1)``, or ``(0, 2)`` for the variant with eigenvalues in
+    ``[-1, 1]``).
 
     Args:
         q: ``[B, T, H, K]`` queries (multiplied by ``scale``).

@@ -1,4 +1,5 @@
-"""Gated DeltaNet (gated delta rule): the one-token step (the definition), the recurrent and the chunkwise form.
+"""The gated delta rule (Gated DeltaNet's recurrence): the one-token step (the definition), the recurrent and the
+chunkwise form.
 
 Per head, with ``alpha_t = exp(g_t)`` (``g <= 0``), ``beta_t`` any real (``(0, 1)``, or ``(0, 2)`` for the variant with
 eigenvalues in ``[-1, 1]``) and ``k`` already L2-normalised by the caller::

@@ -1,4 +1,4 @@
-"""Gated DeltaNet one-token decode on the GPU: a dedicated kernel, state in and state out (inference only).
+"""The gated delta rule's one-token decode on the GPU: a dedicated kernel, state in and state out (inference only).
 
 Decode is bound by reading and writing the ``K x V`` state per head, so the kernel touches it once: one program
 per ``(batch, head, value block)`` loads its ``[K, BV]`` state tile, applies the token and stores it::

@@ -1,4 +1,5 @@
-"""The gated DeltaNet Triton kernels against the float64 recurrent reference, on CPU under ``TRITON_INTERPRET=1``.
+"""The gated delta rule Triton kernels (Gated DeltaNet's recurrence) against the float64 recurrent reference, on CPU
+under ``TRITON_INTERPRET=1``.
 
 Outputs, final states and the gradients of every input (``q, k, v, g, beta``) and of the initial state; ragged
 tails, ``T = 1``, several chunks, ``beta`` in ``(0, 1)`` and ``(0, 2)``, a value width split over programs, 128-wide
