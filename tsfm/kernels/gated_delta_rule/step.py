@@ -93,7 +93,7 @@ def gated_delta_rule_step(
     o = torch.empty_like(v)
     new_state = torch.empty(batch, heads, k_dim, v_dim, device=q.device, dtype=torch.float32)
     _gated_delta_rule_step_kernel[(batch * heads, triton.cdiv(v_dim, bv))](
-        q, k, v, g, beta, state, o, new_state, scale,
+        q=q, k=k, v=v, g=g, beta=beta, s=state, o=o, s_new=new_state, scale=scale,
         K=k_dim, V=v_dim, BK=bk, BV=bv, num_warps=4 if bk * bv <= 4096 else 8,
     )  # fmt: skip
     return o, new_state

@@ -90,6 +90,7 @@ def ssd_step(
     y = torch.empty_like(x)
     bn, bp = block(n_dim), min(block(p_dim), 32)  # small P-blocks: more programs to stream the state at low batch
     _ssd_step_kernel[(batch * heads, triton.cdiv(p_dim, bp))](
-        x, dt, A, B, C, state, y, out, H=heads, N=n_dim, P=p_dim, BN=bn, BP=bp, num_warps=4 if bn * bp >= 4096 else 2
+        x=x, dt=dt, A=A, Bm=B, Cm=C, s=state, y=y, s_out=out,
+        H=heads, N=n_dim, P=p_dim, BN=bn, BP=bp, num_warps=4 if bn * bp >= 4096 else 2,
     )  # fmt: skip
     return y, out
