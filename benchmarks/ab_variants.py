@@ -1,5 +1,5 @@
 """A/B of kernel variants on the GPU in one process: the same check and timing as ``bench_kernels.py``, with a
-module setting flipped between runs. Used for the decisions recorded in RESULTS.md and in the kernels' docstrings.
+module setting flipped between runs. Used for the decisions recorded in RESULTS.md.
 
 Usage (repository root, on the GPU machine; one mode per process, so that a crash in one variant cannot hide
 another's numbers)::
@@ -24,11 +24,8 @@ import torch
 
 from benchmarks import bench_kernels as KB
 
-CHUNK_MODULES = {
-    "mlstm": "tsfm.kernels.triton.mlstm.chunk",
-    "ssd": "tsfm.kernels.triton.ssd.chunk",
-    "gated_delta_rule": "tsfm.kernels.triton.gated_delta.chunk",
-}
+BF16_DOT_SWITCHES = {"mlstm": "tsfm.kernels.mlstm.chunk_common"}
+"""Per op, the module whose ``DOT_BF16_BY_DEFAULT`` switches its bf16 ``tl.dot`` operands (only mLSTM has them)."""
 
 
 def _time(label: str, name: str, shapes) -> list[dict]:
@@ -37,7 +34,7 @@ def _time(label: str, name: str, shapes) -> list[dict]:
 
 
 def slstm_warps() -> list[dict]:
-    from tsfm.kernels.triton.slstm import fused
+    from tsfm.kernels.slstm import fused
 
     failed = [c for c in KB.check(KB.OPS["slstm"], "cuda") if not c["ok"]]
     print("slstm check failures:", failed, flush=True)
@@ -51,7 +48,7 @@ def slstm_warps() -> list[dict]:
 
 
 def bf16_dots(name: str) -> list[dict]:
-    module = importlib.import_module(CHUNK_MODULES[name])
+    module = importlib.import_module(BF16_DOT_SWITCHES[name])
     module.DOT_BF16_BY_DEFAULT = True
     checks = KB.check(KB.OPS[name], "cuda")
     worst = [(c["dtype"], c["shape"], c["ok"], max(v for v in c.values() if isinstance(v, float))) for c in checks]
@@ -63,8 +60,8 @@ def bf16_dots(name: str) -> list[dict]:
 
 def mlstm_sequential(spec: str) -> list[dict]:
     """The sequential mLSTM kernels (``split=False``) at one shape against float64: all gradients, or the forward."""
-    from tsfm.kernels.reference import mlstm_chunkwise
-    from tsfm.kernels.triton.mlstm import mlstm_chunk
+    from tsfm.kernels.mlstm.chunk import mlstm_chunk
+    from tsfm.kernels.mlstm.reference import mlstm_chunkwise
 
     *dims, fwd_only = spec.split(",") + ([] if spec.endswith(",fwd") else [""])
     b, t, h, d = (int(x) for x in dims)

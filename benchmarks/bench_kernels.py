@@ -8,8 +8,8 @@ One run does, for each op that has Triton kernels:
 2. **Time** at the TSFM shapes ``(B, T, H, D)`` with bf16 inputs: forward, and forward + backward, median of
    ``triton.testing.do_bench``; tokens/s; peak memory; the byte/FLOP floor (METHOD.md: bytes read and written once
    over the copy bandwidth measured in this run, FLOPs over the bf16 matrix rate measured in this run) and the
-   fraction of it reached. Our PyTorch reference (``tsfm.kernels.reference``, chunkwise; sLSTM: its loop) runs beside
-   it.
+   fraction of it reached. Our PyTorch reference (``tsfm.kernels.<op>.reference``, chunkwise; sLSTM: its loop) runs
+   beside it.
 
 The public peers (FLA, mlstm_kernels, mamba_ssm, flashrnn) are timed by ``../shared/tools/peer_kernels_bench.py``;
 ``--peers DIR`` runs its driver from ``DIR`` (a copy in the git-ignored ``.peer/``) in the same call.
@@ -35,8 +35,11 @@ from pathlib import Path
 
 import torch
 
-from tsfm.kernels import reference
-from tsfm.kernels.triton.testing import as_tuple, compare, rel_err
+from tsfm.kernels.gated_delta_rule.reference import gated_delta_rule_chunkwise
+from tsfm.kernels.mlstm.reference import mlstm_chunkwise
+from tsfm.kernels.slstm.reference import slstm_recurrent
+from tsfm.kernels.ssd.reference import ssd_chunkwise
+from tsfm.kernels.testing import as_tuple, compare, rel_err
 
 SHAPES = [(1024, 64, 4, 64), (256, 256, 8, 64), (64, 1024, 8, 64), (128, 512, 4, 128), (8, 8192, 8, 64)]
 TOL = {torch.bfloat16: 1e-2, torch.float32: 1e-3}
@@ -88,14 +91,14 @@ def _mlstm_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _mlstm_triton(*args, **kwargs):
-    from tsfm.kernels.triton.mlstm import mlstm_chunk
+    from tsfm.kernels.mlstm.chunk import mlstm_chunk
 
     return mlstm_chunk(*args, **kwargs)
 
 
 def _mlstm_sequential(*args, **kwargs):
     """The mLSTM kernels without the chunk-parallel split (one program per (batch, head) walks the chunks)."""
-    from tsfm.kernels.triton.mlstm import mlstm_chunk
+    from tsfm.kernels.mlstm.chunk import mlstm_chunk
 
     return mlstm_chunk(*args, split=False, **kwargs)
 
@@ -114,7 +117,7 @@ def _ssd_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _ssd_triton(*args, **kwargs):
-    from tsfm.kernels.triton.ssd import ssd_chunk
+    from tsfm.kernels.ssd.chunk import ssd_chunk
 
     return ssd_chunk(*args, **kwargs)
 
@@ -129,9 +132,9 @@ def _gated_delta_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _gated_delta_triton(*args, **kwargs):
-    from tsfm.kernels.triton.gated_delta import gated_delta_chunk
+    from tsfm.kernels.gated_delta_rule.chunk import gated_delta_rule_chunk
 
-    return gated_delta_chunk(*args, **kwargs)
+    return gated_delta_rule_chunk(*args, **kwargs)
 
 
 def _slstm_make(b, t, h, d, dtype, device, with_state=False):
@@ -149,7 +152,7 @@ def _slstm_make(b, t, h, d, dtype, device, with_state=False):
 
 
 def _slstm_triton(*args, **kwargs):
-    from tsfm.kernels.triton.slstm import slstm_fused
+    from tsfm.kernels.slstm.fused import slstm_fused
 
     return slstm_fused(*args, **kwargs)
 
@@ -159,8 +162,8 @@ OPS = {
         name="mlstm",
         make=_mlstm_make,
         triton=_mlstm_triton,
-        reference=reference.mlstm_chunkwise,
-        spec=reference.mlstm_chunkwise,
+        reference=mlstm_chunkwise,
+        spec=mlstm_chunkwise,
         differentiable_state=(True, True, False),
         bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2 * 2),
         flops_fwd=_chunk_flops,
@@ -169,8 +172,8 @@ OPS = {
         name="mlstm_sequential",
         make=_mlstm_make,
         triton=_mlstm_sequential,
-        reference=reference.mlstm_chunkwise,
-        spec=reference.mlstm_chunkwise,
+        reference=mlstm_chunkwise,
+        spec=mlstm_chunkwise,
         differentiable_state=(True, True, False),
         bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2 * 2),
         flops_fwd=_chunk_flops,
@@ -179,8 +182,8 @@ OPS = {
         name="ssd",
         make=_ssd_make,
         triton=_ssd_triton,
-        reference=reference.ssd_chunkwise,
-        spec=reference.ssd_chunkwise,
+        reference=ssd_chunkwise,
+        spec=ssd_chunkwise,
         differentiable_state=(True,),
         bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2),
         flops_fwd=_chunk_flops,
@@ -189,8 +192,8 @@ OPS = {
         name="gated_delta_rule",
         make=_gated_delta_make,
         triton=_gated_delta_triton,
-        reference=reference.gated_delta_rule_chunkwise,
-        spec=reference.gated_delta_rule_chunkwise,
+        reference=gated_delta_rule_chunkwise,
+        spec=gated_delta_rule_chunkwise,
         differentiable_state=(True,),
         bytes_fwd=lambda b, t, h, d: b * t * h * (4 * d * 2 + 2 * 2),
         # on top of the mLSTM-like part: k k^T, the triangular solve applied to [beta v | beta k], W S
@@ -200,8 +203,8 @@ OPS = {
         name="slstm",
         make=_slstm_make,
         triton=_slstm_triton,
-        reference=reference.slstm_recurrent,
-        spec=reference.slstm_recurrent,
+        reference=slstm_recurrent,
+        spec=slstm_recurrent,
         differentiable_state=(True, True, True, False),
         bytes_fwd=lambda b, t, h, d: b * t * h * 5 * d * 2,
         flops_fwd=lambda b, t, h, d: b * t * h * 8 * d * d,
@@ -252,14 +255,17 @@ DECODE_STEPS = {
     "slstm": "slstm_step",
 }
 """Per op: the name of its one-token decode function, in :mod:`tsfm.kernels.ops` (which sends CUDA tensors to our decode
-kernels) and in :mod:`tsfm.kernels.reference` alike."""
+kernels) and in the op's ``tsfm.kernels.<op>.reference`` alike."""
 
 
 def _decode_steps(op: Op) -> tuple[Callable, Callable]:
     """Our decode step (through :mod:`tsfm.kernels.ops`) and the reference step of ``op``."""
+    import importlib
+
     from tsfm.kernels import ops
 
     name = DECODE_STEPS[op.name]
+    reference = importlib.import_module(f"tsfm.kernels.{op.name.removesuffix('_sequential')}.reference")
     return getattr(ops, name), getattr(reference, name)
 
 

@@ -6,7 +6,7 @@ choose warps, chunk sizes or dot operands; this is how to reproduce them.
 
 Usage::
 
-    python -m benchmarks.kernel_resources tsfm.kernels.triton.slstm.fused:_slstm_bwd_kernel \\
+    python -m benchmarks.kernel_resources tsfm.kernels.slstm.fused:_slstm_bwd_kernel \\
         --constexpr H=4 D=64 BB=16 BD=64 HAS_INIT=1 HAS_DFINAL=1 PRECISION=tf32 R_STREAM=0 \\
         --bf16 x r dout dx --ints B T --warps 4 8
 
@@ -77,7 +77,7 @@ def resources(compiled) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("kernel", help="module:name, e.g. tsfm.kernels.triton.slstm.fused:_slstm_fwd_kernel")
+    parser.add_argument("kernel", help="module:name, e.g. tsfm.kernels.slstm.fused:_slstm_fwd_kernel")
     parser.add_argument("--constexpr", nargs="*", default=[], metavar="NAME=VALUE")
     parser.add_argument("--bf16", nargs="*", default=[], help="pointer arguments that point at bf16")
     parser.add_argument("--ints", nargs="*", default=[], help="integer scalar arguments")

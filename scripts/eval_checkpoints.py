@@ -23,10 +23,10 @@ import pandas as pd
 from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 from tsfm.pipelines.evaluate import (
     RESULTS_FILE,
+    eval_model,
     evaluate_predictor,
     normalise,
     read_results,
-    resolve_model,
     result_row,
     select_configs,
     summarise,
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = read_results(args.normaliser)
     summary = {}
     for spec, name in zip(args.models, names, strict=True):
-        runner = resolve_model(spec, batch_size=args.batch_size, device=args.device)
+        runner = eval_model(spec, batch_size=args.batch_size, device=args.device)
         rows, started = [], time.perf_counter()
         for dataset, term in chosen:
             ds = GiftEvalDataset.per_variate(dataset, term, root=args.benchmark)

@@ -78,7 +78,7 @@ def test_forecast_csv_writes_csv_and_png(fake_model, csv_file, tmp_path, capsys)
     code = main(["forecast", str(csv_file), "-H", "7", "-o", str(out), "--plot", str(png)])
     assert code == 0
     forecast = pd.read_csv(out)
-    assert list(forecast.columns[:3]) == ["item_id", "timestamp", "predictions"]
+    assert list(forecast.columns[:3]) == ["item_id", "timestamp", "median"]
     assert forecast.groupby("item_id", sort=False).size().to_dict() == {"north": 7, "south": 7, "east": 7}
     assert forecast["timestamp"].iloc[0] == "2024-01-31"
     assert png.stat().st_size > 1000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -96,7 +96,7 @@ def test_forecast_parquet_with_other_column_names(fake_model, data, tmp_path):
     ])
     assert code == 0
     forecast = pd.read_parquet(out)
-    assert list(forecast.columns) == ["unique_id", "ds", "predictions", "0.1", "0.5", "0.9"]
+    assert list(forecast.columns) == ["unique_id", "ds", "median", "0.1", "0.5", "0.9"]
     assert len(forecast) == 15
 
 

@@ -31,10 +31,10 @@ from tsfm.pipelines.evaluate import (
     BenchmarkError,
     UnknownConfigError,
     UnknownModelError,
+    eval_model,
     evaluate,
     geometric_mean,
     normalise,
-    resolve_model,
     select_configs,
     summarise,
 )
@@ -281,7 +281,7 @@ def test_bad_benchmark_config_and_model(tmp_path: Path, bench: Path) -> None:
         select_configs(bench, ["nope/H/short"])
     assert select_configs(bench, ["synth_multi"]) == [("synth_multi", "short")]
     with pytest.raises(UnknownModelError, match="auto_arima"):
-        resolve_model("no-such-model")
+        eval_model("no-such-model")
 
 
 def test_gift_eval_root_with_some_datasets(tmp_path: Path) -> None:

@@ -208,12 +208,12 @@ def test_training_mode_is_restored(fake):
 def test_predict_df_columns_ids_and_timestamps(fake):
     frame = hourly_frame(ids=("B", "A"))
     out = predict_df(frame, 4, model=fake)
-    assert list(out.columns) == ["item_id", "timestamp", "predictions", *[str(q) for q in DEFAULT_QUANTILE_LEVELS]]
+    assert list(out.columns) == ["item_id", "timestamp", "median", *[str(q) for q in DEFAULT_QUANTILE_LEVELS]]
     assert list(out["item_id"]) == ["B"] * 4 + ["A"] * 4  # order of first appearance, not sorted
     expected_b = pd.date_range(frame["timestamp"].iloc[19] + pd.Timedelta(hours=1), periods=4, freq="h")
     assert list(out["timestamp"].iloc[:4]) == list(expected_b)
-    np.testing.assert_allclose(out["predictions"].iloc[:4], 119.0)
-    np.testing.assert_array_equal(out["predictions"], out["0.5"])
+    np.testing.assert_allclose(out["median"].iloc[:4], 119.0)
+    np.testing.assert_array_equal(out["median"], out["0.5"])
     levels = out[[str(q) for q in DEFAULT_QUANTILE_LEVELS]].to_numpy()
     assert (np.diff(levels, axis=1) >= 0).all()
 
@@ -221,7 +221,7 @@ def test_predict_df_columns_ids_and_timestamps(fake):
 def test_predict_df_nixtla_dialect(fake):
     frame = hourly_frame(id_column="unique_id", timestamp_column="ds", target="y")
     out = predict_df(frame, 3, model=fake, id_column="unique_id", timestamp_column="ds", target="y")
-    assert list(out.columns[:3]) == ["unique_id", "ds", "predictions"]
+    assert list(out.columns[:3]) == ["unique_id", "ds", "median"]
     assert out.groupby("unique_id").size().to_dict() == {"A": 3, "B": 3}
 
 
@@ -235,7 +235,7 @@ def test_predict_df_unsorted_input_and_nan_targets(fake):
     frame.loc[frame.index[-1], "target"] = np.nan  # B's last value is missing
     shuffled = frame.sample(frac=1.0, random_state=1)
     out = predict_df(shuffled, 2, model=fake)
-    by_id = out.groupby("item_id")["predictions"].first()
+    by_id = out.groupby("item_id")["median"].first()
     assert by_id["A"] == pytest.approx(119.0) and by_id["B"] == pytest.approx(213.0)
     assert out.groupby("item_id")["timestamp"].apply(lambda s: s.is_monotonic_increasing).all()
 
@@ -294,7 +294,7 @@ def test_co2_weekly_with_missing_values(fake):
     assert len(out) == 12 and out["item_id"].eq("co2").all()
     assert pd.Timestamp(out["timestamp"].iloc[0]) == frame["timestamp"].iloc[-1] + pd.Timedelta(weeks=1)
     assert (out["timestamp"].dt.day_of_week == 5).all()  # W-SAT
-    np.testing.assert_allclose(out["predictions"], frame["target"].dropna().iloc[-1], rtol=1e-6)
+    np.testing.assert_allclose(out["median"], frame["target"].dropna().iloc[-1], rtol=1e-6)
 
 
 def test_m4_hourly_series():
@@ -348,7 +348,7 @@ def test_default_model_on_co2_beats_last_years_mean():
     out = predict_df(history, 52, model="default")
     truth = holdout["target"].to_numpy()
     observed = ~np.isnan(truth)
-    model_mae = np.abs(out["predictions"].to_numpy() - truth)[observed].mean()
+    model_mae = np.abs(out["median"].to_numpy() - truth)[observed].mean()
     last_year_mean_mae = np.abs(history["target"].iloc[-52:].mean() - truth)[observed].mean()
     assert model_mae < last_year_mean_mae
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tsfm.config import ModelConfig
-from tsfm.model import Forecaster
+from tsfm.model import Forecaster, num_parameters
 
 SPECS = ["xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
 
@@ -108,3 +108,11 @@ def test_horizon_embedding_is_trained():
     loss = model.training_loss(torch.randn(3, 64), torch.randn(3, 16))
     loss.backward()
     assert model.horizon.weight.grad is not None and model.horizon.weight.grad.abs().sum() > 0
+
+
+def test_num_parameters_counts_every_value_once() -> None:
+    assert num_parameters(torch.nn.Linear(3, 4)) == 16
+    shared = torch.nn.Linear(2, 2)
+    assert num_parameters(torch.nn.Sequential(shared, shared)) == 6, "a shared parameter counts once"
+    model = Forecaster(ModelConfig(backbone="transformer", d_model=32, n_layers=1, n_heads=2))
+    assert model.num_parameters() == num_parameters(model) == sum(p.numel() for p in model.parameters())

@@ -1,13 +1,13 @@
 import pytest
 
-from tsfm.presets import PRESET_TARGETS, STANDARD_SPECS, TOLERANCE, count_parameters, preset_config
+from tsfm.presets import PRESET_TARGETS, STANDARD_SPECS, TOLERANCE, config_num_parameters, preset_config
 
 
 @pytest.mark.parametrize("spec", STANDARD_SPECS)
 @pytest.mark.parametrize("preset", list(PRESET_TARGETS))
 def test_preset_within_tolerance(spec, preset):
     config = preset_config(spec, preset)
-    params = count_parameters(config)
+    params = config_num_parameters(config)
     target = PRESET_TARGETS[preset]
     assert abs(params / target - 1) <= TOLERANCE, f"{spec} {preset}: {params:,} vs {target:,}"
 
@@ -26,4 +26,4 @@ def test_count_is_everything():
     from tsfm.model import Forecaster
 
     config = preset_config("transformer", "1M")
-    assert count_parameters(config) == sum(p.numel() for p in Forecaster(config).parameters())
+    assert config_num_parameters(config) == sum(p.numel() for p in Forecaster(config).parameters())

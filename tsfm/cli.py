@@ -291,9 +291,11 @@ def info_command(args: argparse.Namespace) -> int:
 
 
 def _model_rows(model: Any) -> list[tuple[str, Any]]:
+    from tsfm.model import num_parameters
+
     rows: list[tuple[str, Any]] = [
         ("backbone", model.config.backbone),
-        ("parameters", f"{sum(p.numel() for p in model.parameters()):,}"),
+        ("parameters", f"{num_parameters(model):,}"),
     ]
     return rows + [(f"config.{key}", value) for key, value in model.config.to_dict().items()]
 

@@ -9,7 +9,7 @@ validation lives in ``tsfm.df_utils``.
 Example::
 
     >>> from tsfm.forecast import predict_df
-    >>> forecast = predict_df(df, prediction_length=24)   # columns item_id, timestamp, predictions, 0.1 ... 0.9
+    >>> forecast = predict_df(df, prediction_length=24)   # columns item_id, timestamp, median, 0.1 ... 0.9
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_QUANTILE_LEVELS",
+    "POINT_FORECAST",
     "ForecastInputError",
     "SupportsForecast",
     "interpolate_quantiles",
@@ -45,6 +46,11 @@ __all__ = [
     "predict_df",
     "resolve_model",
 ]
+
+POINT_FORECAST = "median"
+"""The one word for the point forecast (the 0.5 quantile): ``predict`` returns ``(quantiles, median)`` and
+``predict_df`` names its column so. External contracts keep their own names, translated at one boundary each: gluonts'
+``"mean"`` key in :func:`tsfm.pipelines.predictor.make_quantile_forecast`."""
 
 
 class SupportsForecast(Protocol):
@@ -175,8 +181,9 @@ def predict_df(
             each series and regular (see ``tsfm.df_utils.prepare_df``).
 
     Returns:
-        Long-format frame with columns ``[id_column, timestamp_column, "predictions", "0.1", ..., "0.9"]``:
-        ``predictions`` is the median, one column per requested level named ``str(level)``; ``prediction_length``
+        Long-format frame with columns ``[id_column, timestamp_column, "median", "0.1", ..., "0.9"]``:
+        ``median`` is the point forecast (the model's 0.5 level, as ``predict`` returns it), one column per
+        requested level named ``str(level)``; ``prediction_length``
         rows per series, series in the order their ids first appear in ``df``, then by time. Future timestamps
         continue each series from its last timestamp at the common frequency.
 
@@ -211,7 +218,7 @@ def predict_df(
     columns: dict[Hashable, Any] = {
         id_column: prepared.item_ids.repeat(prediction_length),
         timestamp_column: prepared.future_timestamps(prediction_length),
-        "predictions": median.reshape(-1),
+        POINT_FORECAST: median.reshape(-1),
     }
     for j, level in enumerate(levels):
         columns[str(level)] = quantiles[:, :, j].reshape(-1)

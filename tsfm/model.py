@@ -27,6 +27,12 @@ from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
 TARGET_CLAMP = 100.0
 
 
+def num_parameters(module: nn.Module) -> int:
+    """Number of parameter values in ``module``, counting everything (embedding, backbone, head, norms; shared
+    parameters once, frozen ones included): the one place the project counts parameters."""
+    return sum(p.numel() for p in module.parameters())
+
+
 class ForwardOutput(NamedTuple):
     """Raw model output: quantiles of the next patch for every token, in scaled space, plus the scaling used."""
 
@@ -58,8 +64,8 @@ class Forecaster(nn.Module):
         return next(self.parameters()).device
 
     def num_parameters(self) -> int:
-        """Every parameter: embedding, backbone, head, norms."""
-        return sum(p.numel() for p in self.parameters())
+        """Every parameter: embedding, backbone, head, norms (see :func:`num_parameters`)."""
+        return num_parameters(self)
 
     def forward(self, context: torch.Tensor, num_future_tokens: int = 0) -> ForwardOutput:
         """Run the pipeline once.

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tsfm.forecast import POINT_FORECAST
+
 # (low, high) level pairs drawn as bands, widest first; a pair is drawn when both columns are in the forecast
 BANDS: tuple[tuple[float, float], ...] = ((0.1, 0.9), (0.2, 0.8))
 HISTORY_HORIZONS = 4  # show this many horizons of history before the forecast
@@ -36,7 +38,7 @@ def plot_forecast(
 
     Args:
         history_df: the data the forecast was made from (long format).
-        forecast_df: the output of ``predict_df`` (``predictions`` and one ``str(level)`` column per level).
+        forecast_df: the output of ``predict_df`` (``median`` and one ``str(level)`` column per level).
         path: where to write the PNG; parent folders are created.
         id_column, timestamp_column, target: column names, as given to ``predict_df``.
         quantile_levels: the levels available in ``forecast_df``; ``None`` reads them from its column names.
@@ -103,7 +105,7 @@ def _draw_panel(
                 stamps, future[str(low)], future[str(high)], color="tab:blue", alpha=alpha, linewidth=0,
                 label=f"{low:.0%}-{high:.0%}",
             )
-    ax.plot(stamps, future["predictions"], color="tab:blue", linewidth=1.2, label="median")
+    ax.plot(stamps, future[POINT_FORECAST], color="tab:blue", linewidth=1.2, label="median")
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 
     locator = AutoDateLocator(maxticks=6)

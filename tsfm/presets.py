@@ -85,7 +85,7 @@ PRESET_TABLE: dict[tuple[str, str], tuple[int, float]] = {
 }
 
 
-def count_parameters(config: ModelConfig) -> int:
+def config_num_parameters(config: ModelConfig) -> int:
     """Total parameters of the Forecaster ``config`` describes, built on the meta device (no memory, no init cost)."""
     from tsfm.model import Forecaster
 
@@ -108,11 +108,11 @@ def solve_preset(backbone: str, preset: str) -> tuple[int, float]:
     target, head_dim = PRESET_TARGETS[preset], PRESET_SHAPES[preset].head_dim
     best, best_cost = None, math.inf
     for d_model in range(head_dim, 4096 + 1, head_dim):
-        smallest = count_parameters(_config(backbone, preset, d_model, FFN_MULTS[0]))
+        smallest = config_num_parameters(_config(backbone, preset, d_model, FFN_MULTS[0]))
         if smallest > target * (1 + TOLERANCE):
             break
         for mult in FFN_MULTS:
-            params = count_parameters(_config(backbone, preset, d_model, mult))
+            params = config_num_parameters(_config(backbone, preset, d_model, mult))
             cost = abs(math.log(params / target)) + 0.01 * abs(mult - PREFERRED_FFN_MULT)
             if cost < best_cost:
                 best, best_cost = (d_model, mult), cost
@@ -142,7 +142,7 @@ def main() -> None:
     for spec in STANDARD_SPECS:
         for preset in PRESET_TARGETS:
             d_model, mult = solve_preset(spec, preset)
-            params = count_parameters(_config(spec, preset, d_model, mult))
+            params = config_num_parameters(_config(spec, preset, d_model, mult))
             lines.append(f"    ({spec!r}, {preset!r}): ({d_model}, {mult}),  # {params:,} "
                          f"({params / PRESET_TARGETS[preset] - 1:+.1%})")
     print("\n".join(lines))

@@ -15,7 +15,6 @@ from tsfm.backbones import (
     Mixer,
     available_backbones,
     build_backbone,
-    count_parameters,
     parse_backbone_spec,
     register_backbone,
     reject_options,
@@ -145,8 +144,3 @@ def test_register_rejects_bad_names_and_classes() -> None:
         register_backbone("not_a_backbone")(nn.Linear)
     assert "not_a_backbone" not in BACKBONES
 
-
-def test_count_parameters() -> None:
-    assert count_parameters(nn.Linear(3, 4)) == 16
-    shared = nn.Linear(2, 2)
-    assert count_parameters(nn.Sequential(shared, shared)) == 6

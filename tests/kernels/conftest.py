@@ -14,7 +14,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tsfm.kernels import ops, reference
+from tsfm.kernels import ops
+from tsfm.kernels.gated_delta_rule.reference import gated_delta_rule_chunkwise, gated_delta_rule_recurrent
+from tsfm.kernels.mlstm.reference import mlstm_chunkwise, mlstm_recurrent
+from tsfm.kernels.slstm.reference import slstm_recurrent
+from tsfm.kernels.ssd.reference import ssd_chunkwise, ssd_recurrent
 
 B, H, K, V = 2, 2, 8, 16  # small sizes for the exactness tests
 STRESS_GATE = 50.0  # gate pre-activations of +-50 in the stability tests
@@ -90,7 +94,7 @@ def _make_ssd(length: int, with_state: bool, stress: bool) -> Inputs:
     return Inputs([x, dt, A, b, c], [True, True, False, True, True], state)
 
 
-def _make_gated_delta(length: int, with_state: bool, stress: bool) -> Inputs:
+def _make_gated_delta_rule(length: int, with_state: bool, stress: bool) -> Inputs:
     q = torch.randn(B, length, H, K)
     k = F.normalize(torch.randn(B, length, H, K), dim=-1)
     v = torch.randn(B, length, H, V)
@@ -156,8 +160,8 @@ CASES = {
     "mlstm": OpCase(
         "mlstm",
         _make_mlstm,
-        reference.mlstm_recurrent,
-        reference.mlstm_chunkwise,
+        mlstm_recurrent,
+        mlstm_chunkwise,
         ops.mlstm,
         ops.mlstm_step,
         lambda x: ops.mlstm_init_state(B, H, K, V, dtype=x.args[0].dtype),
@@ -165,17 +169,17 @@ CASES = {
     "ssd": OpCase(
         "ssd",
         _make_ssd,
-        reference.ssd_recurrent,
-        reference.ssd_chunkwise,
+        ssd_recurrent,
+        ssd_chunkwise,
         ops.ssd,
         ops.ssd_step,
         lambda x: ops.ssd_init_state(B, H, K, V, dtype=x.args[0].dtype),
     ),
     "gated_delta_rule": OpCase(
         "gated_delta_rule",
-        _make_gated_delta,
-        reference.gated_delta_rule_recurrent,
-        reference.gated_delta_rule_chunkwise,
+        _make_gated_delta_rule,
+        gated_delta_rule_recurrent,
+        gated_delta_rule_chunkwise,
         ops.gated_delta_rule,
         ops.gated_delta_rule_step,
         lambda x: ops.gated_delta_rule_init_state(B, H, K, V, dtype=x.args[0].dtype),
@@ -183,7 +187,7 @@ CASES = {
     "slstm": OpCase(
         "slstm",
         _make_slstm,
-        reference.slstm_recurrent,
+        slstm_recurrent,
         None,
         ops.slstm,
         ops.slstm_step,

@@ -16,7 +16,7 @@ pytest.importorskip("triton", reason="Triton is not installed (pip install trito
 
 REPO = Path(__file__).resolve().parents[2]
 SLSTM_FWD = [
-    "tsfm.kernels.triton.slstm.fused:_slstm_fwd_kernel",
+    "tsfm.kernels.slstm.fused:_slstm_fwd_kernel",
     "--constexpr", "H=2", "D=16", "BB=16", "BD=16", "HAS_INIT=0", "STORE_FINAL=0", "STORE_STATES=0",
     "PRECISION=tf32", "R_STREAM=0",
     "--bf16", "x", "r", "out", "--ints", "B", "T",

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tsfm.kernels.reference import mlstm_chunkwise, mlstm_recurrent, slstm_recurrent
-from tsfm.kernels.reference._common import causal_mask, chunk_bounds, masked_exp
+from tsfm.kernels._reference_common import causal_mask, chunk_bounds, masked_exp
+from tsfm.kernels.mlstm.reference import mlstm_chunkwise, mlstm_recurrent
+from tsfm.kernels.slstm.reference import slstm_recurrent
 
 EXACT = 1e-10  # forward: chunkwise vs recurrent, float64
 EXACT_GRAD = 1e-8  # gradients: chunkwise vs recurrent, float64

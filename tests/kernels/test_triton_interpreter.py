@@ -1,4 +1,5 @@
-"""Our patches to Triton 3.6's CPU interpreter (``kernels/triton/_common.py``), which the CPU kernel tests rely on."""
+"""Our patches to Triton 3.6's CPU interpreter (``tsfm/kernels/_triton_common.py``), which the CPU kernel tests rely
+on."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 triton = pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 tl = triton.language
 
-import tsfm.kernels.triton._common  # noqa: E402,F401  (applies the patches)
+import tsfm.kernels._triton_common  # noqa: E402,F401  (applies the patches)
 
 
 @triton.jit

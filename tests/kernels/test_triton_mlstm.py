@@ -9,7 +9,7 @@ bf16 ``tl.dot`` operands (the default for bf16 inputs, off under ``TSFM_MLSTM_BF
 inputs with an initial state and ragged tails, K x V = 40 x 72 (a 128-wide value tile), 64 x 64 (L = 64), 128 x 128 (L
 capped to 32) and gates of +-50, both paths (same errors); tiles narrower than 64 keep float32 operands. Worst
 relative error over the output, the final state and every gradient (the interpreter's bf16 casts round to nearest even
-as on the GPU, :mod:`tsfm.kernels.triton._common`): 3.8e-3, 3.6e-3, 6.2e-3 (the initial ``n``'s gradient; 4.1e-3 on
+as on the GPU, :mod:`tsfm.kernels._triton_common`): 3.8e-3, 3.6e-3, 6.2e-3 (the initial ``n``'s gradient; 4.1e-3 on
 float32 operands) and 3.3e-3. On the H200: <= 3.4e-3 at (2, 300, 4, 64) and (3, 64, 2, 128) (split path), 7.4e-3 at
 (128, 200, 4, 64) (sequential). For comparison the default path (float32 operands, tf32) on the same bf16 cases:
 3.7e-3, 3.7e-3, 4.1e-3, 3.8e-3: most of the error is the bf16 output, gradients and loss weights themselves. ``dĩ`` and
@@ -26,12 +26,13 @@ import torch
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
-from tsfm.kernels.reference import mlstm_recurrent
-from tsfm.kernels.triton._common import block
-from tsfm.kernels.triton.mlstm import chunk as chunk_module
-from tsfm.kernels.triton.mlstm import mlstm_chunk
-from tsfm.kernels.triton.mlstm.chunk import _dot_bf16, _state_tiles, _use_split
-from tsfm.kernels.triton.testing import compare, rel_err, run_with_grads
+from tsfm.kernels._triton_common import block
+from tsfm.kernels.mlstm import chunk_common
+from tsfm.kernels.mlstm.chunk import mlstm_chunk, use_split
+from tsfm.kernels.mlstm.chunk_common import use_bf16_dots
+from tsfm.kernels.mlstm.chunk_split import state_tiles
+from tsfm.kernels.mlstm.reference import mlstm_recurrent
+from tsfm.kernels.testing import compare, rel_err, run_with_grads
 
 B, H, K, V = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured ~1e-6)
@@ -118,7 +119,7 @@ def test_bf16_inputs_give_bf16_outputs_and_float32_states(split):
 def test_wide_ragged_heads_split_the_state_over_tiles(split):
     # K = 40, V = 72 give 64- and 128-wide blocks: the split path's recurrences then run 2 x 4 tiles of 32 x 32
     # per (batch, head), masked at the ragged edges, and the chunk is capped at 32 tokens (a 128-wide tile).
-    assert _state_tiles(B * H, 64, 128) == (32, 32)
+    assert state_tiles(B * H, 64, 128) == (32, 32)
     torch.manual_seed(9)
     args, state = _inputs(45, with_state=True, k_dim=40, v_dim=72)
     errors = _errors(args, state, 16, split)
@@ -148,24 +149,24 @@ def test_split_and_sequential_paths_agree():
 
 
 def test_the_heuristic_splits_long_sequences_over_few_heads(monkeypatch):
-    from tsfm.kernels.triton.mlstm import chunk
+    from tsfm.kernels.mlstm import chunk
 
     monkeypatch.setattr(chunk, "SPLIT_BY_DEFAULT", True)
     # (B, T, H, D) -> chunks of 64 tokens (32 at D = 128): split where fewer (batch, head) pairs than SMs walk
-    # several chunks; the H200 timings in _use_split's docstring put the line there.
-    assert _use_split(8 * 8, 8192 // 64)  # (8, 8192, 8, 64)
-    assert not _use_split(1024 * 4, 1)  # (1024, 64, 4, 64): one chunk
-    assert not _use_split(1, 1)
-    assert not _use_split(64 * 8, 1024 // 64)  # (64, 1024, 8, 64)
-    assert not _use_split(128 * 4, 512 // 32)  # (128, 512, 4, 128)
-    assert not _use_split(256 * 8, 256 // 64)  # (256, 256, 8, 64)
+    # several chunks; the H200 timings in benchmarks/RESULTS.md put the line there.
+    assert use_split(8 * 8, 8192 // 64)  # (8, 8192, 8, 64)
+    assert not use_split(1024 * 4, 1)  # (1024, 64, 4, 64): one chunk
+    assert not use_split(1, 1)
+    assert not use_split(64 * 8, 1024 // 64)  # (64, 1024, 8, 64)
+    assert not use_split(128 * 4, 512 // 32)  # (128, 512, 4, 128)
+    assert not use_split(256 * 8, 256 // 64)  # (256, 256, 8, 64)
     monkeypatch.setattr(chunk, "SPLIT_BY_DEFAULT", False)
-    assert not _use_split(8 * 8, 8192 // 64), "TSFM_MLSTM_SPLIT=0 keeps every shape sequential"
+    assert not use_split(8 * 8, 8192 // 64), "TSFM_MLSTM_SPLIT=0 keeps every shape sequential"
 
 
 def test_decode_step_matches_the_reference_step():
-    from tsfm.kernels.reference import mlstm_step as reference_step
-    from tsfm.kernels.triton.mlstm import mlstm_step
+    from tsfm.kernels.mlstm.reference import mlstm_step as reference_step
+    from tsfm.kernels.mlstm.step import mlstm_step
 
     torch.manual_seed(8)
     (q, k, v, i, f), state = _inputs(3, with_state=True)
@@ -181,9 +182,9 @@ def test_decode_step_matches_the_reference_step():
 
 @pytest.fixture
 def bf16_dots(monkeypatch):
-    """Force the bf16-operand path on (:data:`chunk.DOT_BF16_BY_DEFAULT`, on by default but off under
+    """Force the bf16-operand path on (:data:`chunk_common.DOT_BF16_BY_DEFAULT`, on by default but off under
     ``TSFM_MLSTM_BF16_DOTS=0``)."""
-    monkeypatch.setattr(chunk_module, "DOT_BF16_BY_DEFAULT", True)
+    monkeypatch.setattr(chunk_common, "DOT_BF16_BY_DEFAULT", True)
 
 
 @SPLITS
@@ -195,7 +196,7 @@ def bf16_dots(monkeypatch):
 def test_bf16_dot_operands_match_the_float64_reference(bf16_dots, length, k_dim, v_dim, chunk_size, stress, split):
     # bf16 inputs with an initial state and a ragged tail: 70 = 64 + 6, and at K = 128 the chunk is capped to 32
     # tokens (45 = 32 + 13); K40-V72 runs 64- and 128-wide tiles with ragged edges.
-    assert _dot_bf16(torch.bfloat16, block(k_dim), block(v_dim))
+    assert use_bf16_dots(torch.bfloat16, block(k_dim), block(v_dim))
     torch.manual_seed(length + k_dim)
     args, state = _inputs(length, with_state=not stress, stress=stress, k_dim=k_dim, v_dim=v_dim)
     errors = _errors(args, state, chunk_size, split, dtype=torch.bfloat16)
@@ -205,11 +206,11 @@ def test_bf16_dot_operands_match_the_float64_reference(bf16_dots, length, k_dim,
 
 
 def test_bf16_dots_are_on_by_default_and_only_for_bf16_inputs(monkeypatch):
-    assert os.environ.get("TSFM_MLSTM_BF16_DOTS", "1") == "0" or chunk_module.DOT_BF16_BY_DEFAULT
-    monkeypatch.setattr(chunk_module, "DOT_BF16_BY_DEFAULT", False)
-    assert not _dot_bf16(torch.bfloat16, 64, 64)
-    monkeypatch.setattr(chunk_module, "DOT_BF16_BY_DEFAULT", True)
-    assert _dot_bf16(torch.bfloat16, 64, 64) and _dot_bf16(torch.bfloat16, 128, 128)
-    assert not _dot_bf16(torch.float32, 64, 64), "float32 inputs keep float32 operands (ieee)"
-    assert not _dot_bf16(torch.float16, 64, 64), "fp16 inputs keep float32 operands (tf32): bf16 would round q and k"
-    assert not _dot_bf16(torch.bfloat16, 32, 64), "tiles narrower than 64 were not checked on the H200"
+    assert os.environ.get("TSFM_MLSTM_BF16_DOTS", "1") == "0" or chunk_common.DOT_BF16_BY_DEFAULT
+    monkeypatch.setattr(chunk_common, "DOT_BF16_BY_DEFAULT", False)
+    assert not use_bf16_dots(torch.bfloat16, 64, 64)
+    monkeypatch.setattr(chunk_common, "DOT_BF16_BY_DEFAULT", True)
+    assert use_bf16_dots(torch.bfloat16, 64, 64) and use_bf16_dots(torch.bfloat16, 128, 128)
+    assert not use_bf16_dots(torch.float32, 64, 64), "float32 inputs keep float32 operands (ieee)"
+    assert not use_bf16_dots(torch.float16, 64, 64), "fp16 inputs keep float32 operands (tf32)"
+    assert not use_bf16_dots(torch.bfloat16, 32, 64), "tiles narrower than 64 were not checked on the H200"

@@ -12,9 +12,9 @@ import torch
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
-from tsfm.kernels.reference import slstm_recurrent
-from tsfm.kernels.triton.slstm import slstm_fused
-from tsfm.kernels.triton.testing import compare, rel_err
+from tsfm.kernels.slstm.fused import slstm_fused
+from tsfm.kernels.slstm.reference import slstm_recurrent
+from tsfm.kernels.testing import compare, rel_err
 
 B, H, D = 2, 2, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured ~3e-7)
@@ -44,7 +44,7 @@ def test_outputs_states_and_gradients_match_the_float64_reference(length, with_s
 
 def test_heads_too_wide_for_r_on_chip_read_r_from_memory_and_stay_exact():
     """D = 96 pads to a 128-wide block, past R_ON_CHIP_MAX: the kernels stream R from memory at every step."""
-    from tsfm.kernels.triton.slstm.fused import R_ON_CHIP_MAX
+    from tsfm.kernels.slstm.fused import R_ON_CHIP_MAX
 
     assert R_ON_CHIP_MAX < 96
     torch.manual_seed(11)
@@ -94,7 +94,7 @@ def test_bf16_gradients_with_the_bf16_products_of_dr_match_the_float64_reference
 
 def test_dr_split_over_several_row_slices_with_a_ragged_last_slice_is_exact():
     """520 rows ``(b, t)``: two slices of 320 and 200 rows, each program's partial ``dR`` summed by the caller."""
-    from tsfm.kernels.triton.slstm.fused import _dr_slices
+    from tsfm.kernels.slstm.fused import _dr_slices
 
     batch, length = 4, 130
     assert _dr_slices(batch * length, H, 64) == (2, 320)
@@ -111,8 +111,8 @@ def test_dr_split_over_several_row_slices_with_a_ragged_last_slice_is_exact():
 
 
 def test_decode_step_matches_the_reference_step():
-    from tsfm.kernels.reference import slstm_step as reference_step
-    from tsfm.kernels.triton.slstm import slstm_step
+    from tsfm.kernels.slstm.reference import slstm_step as reference_step
+    from tsfm.kernels.slstm.step import slstm_step
 
     torch.manual_seed(8)
     (x_gates, R), state = _inputs(3, with_state=True)

@@ -9,12 +9,6 @@ Measured relative errors (float32 kernel vs float64 reference, these seeds): <= 
 ``dA``, a sum over batch and time; everything else <= 7e-7), <= 1.1e-5 on the stress inputs (<= 5e-5 over eight
 seeds: the cumulative log-decay reaches several hundred inside a chunk, where float32 resolves differences of
 ~1e-4), 1.4e-7 for the decode step and <= 4.5e-3 for bf16 inputs (against the reference on the same rounded inputs).
-
-bf16 ``tl.dot`` operands (off: ``DOT_BF16_BY_DEFAULT``; forced on by the ``bf16_dot`` tests), bf16 inputs, with the
-interpreter's float32 -> bf16 casts rounding to nearest as the GPU's do (:mod:`tsfm.kernels.triton._common`): every
-output, state and gradient <= 3.4e-3 (the tf32 path: <= 2.9e-3 on the same cases) except ``dA``, a cancelling sum over
-batch and time of these small heads: <= 1.0e-2 on the tests' seeds and <= 1.8e-2 over 12 seeds (the tf32 path: <=
-7.5e-3), 2.8e-3 at ``N = P = 128``.
 """
 
 from __future__ import annotations
@@ -25,10 +19,9 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
-from tsfm.kernels.reference import ssd_recurrent
-from tsfm.kernels.triton.ssd import chunk as ssd_chunk_module
-from tsfm.kernels.triton.ssd import ssd_chunk
-from tsfm.kernels.triton.testing import compare, rel_err
+from tsfm.kernels.ssd.chunk import ssd_chunk
+from tsfm.kernels.ssd.reference import ssd_recurrent
+from tsfm.kernels.testing import compare, rel_err
 
 B, H, N, P = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured <= 7e-6)
@@ -121,8 +114,8 @@ def test_bf16_inputs_give_bf16_outputs_and_float32_states():
 
 
 def test_decode_step_matches_the_reference_step():
-    from tsfm.kernels.reference import ssd_step as reference_step
-    from tsfm.kernels.triton.ssd import ssd_step
+    from tsfm.kernels.ssd.reference import ssd_step as reference_step
+    from tsfm.kernels.ssd.step import ssd_step
 
     torch.manual_seed(8)
     (x, dt, A, b, c), state = _inputs(3, with_state=True, n=16, p=48)  # P = 48: two P-blocks, the second ragged
@@ -147,8 +140,8 @@ def test_decode_step_matches_the_reference_step():
 
 def test_decode_step_with_gradients_uses_the_differentiable_chunk_kernels():
     """Grad mode with an input that requires a gradient takes the chunkwise path: gradients equal the reference's."""
-    from tsfm.kernels.reference import ssd_step as reference_step
-    from tsfm.kernels.triton.ssd import ssd_step
+    from tsfm.kernels.ssd.reference import ssd_step as reference_step
+    from tsfm.kernels.ssd.step import ssd_step
 
     torch.manual_seed(9)
     x, B_, C_ = torch.randn(2, 2, 16), torch.randn(2, 2, 8), torch.randn(2, 2, 8)
@@ -160,49 +153,3 @@ def test_decode_step_with_gradients_uses_the_differentiable_chunk_kernels():
         (y.sum() + new_state.sum()).backward()
         grads.append(leaf.grad)
     assert rel_err(grads[0], grads[1]) < TOL
-
-
-BF16_DOT_TOL = 1e-2  # bf16 inputs, bf16 dot operands, vs float64 on the same rounded inputs (see the docstring)
-BF16_DOT_DA_TOL = 3e-2  # dA, a cancelling sum over batch and time of small heads (measured <= 1.8e-2 over 12 seeds)
-
-
-def _bf16_dot_failures(errors: dict[str, float]) -> dict[str, float]:
-    return {n: e for n, e in errors.items() if not e < (BF16_DOT_DA_TOL if n == "grad2" else BF16_DOT_TOL)}
-
-
-@pytest.mark.parametrize(
-    ("length", "with_state", "chunk_size", "n", "p", "seed"),
-    [(20, True, 16, N, P, 2), (50, True, 16, N, P, 3), (50, False, 64, N, P, 4), (70, True, 64, 16, 128, 5)],
-)
-def test_bf16_dot_operands_match_the_float64_reference(monkeypatch, length, with_state, chunk_size, n, p, seed):
-    """The bf16-operand path (forced on): bf16 inputs, initial state, ragged tails, several chunks and a
-    128-wide value head (64-token chunks there), every output and gradient."""
-    monkeypatch.setattr(ssd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
-    assert ssd_chunk_module._use_bf16_dots(torch.bfloat16) and not ssd_chunk_module._use_bf16_dots(torch.float32)
-    torch.manual_seed(seed)
-    args, state = _inputs(length, with_state, batch=1 if p == 128 else B, n=n, p=p)
-    errors = _errors(args, state, chunk_size, dtype=torch.bfloat16)
-    assert len(errors) == 1 + 1 + 5 + with_state
-    bad = _bf16_dot_failures(errors)
-    assert not bad, bad
-
-
-def test_bf16_dot_operands_with_a_128_wide_state_tile(monkeypatch):
-    """``N = P = 128``: the backward's widest tiles, 64-token chunks with bf16 operands (two chunks, ragged)."""
-    monkeypatch.setattr(ssd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
-    assert ssd_chunk_module._chunk(100, 64, 128, 128, dot_bf16=True) == 64
-    torch.manual_seed(11)
-    args, state = _inputs(100, True, batch=1, n=128, p=128)
-    errors = _errors(args, state, 64, dtype=torch.bfloat16)
-    bad = _bf16_dot_failures(errors)
-    assert not bad, bad
-
-
-def test_bf16_dot_switch_leaves_float32_inputs_exact(monkeypatch):
-    """float32 inputs never take the bf16-operand path, switch or not."""
-    monkeypatch.setattr(ssd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
-    torch.manual_seed(12)
-    args, state = _inputs(40, True)
-    errors = _errors(args, state, 16)
-    bad = {name: e for name, e in errors.items() if not e < TOL}
-    assert not bad, bad

@@ -156,7 +156,3 @@ def reject_options(name: str, options: str | None) -> None:
     if options is not None:
         raise ValueError(f"backbone spec {format_spec(name, options)!r}: {name!r} takes no options in brackets")
 
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of parameter values in ``module`` (shared parameters counted once, frozen ones included)."""
-    return sum(p.numel() for p in module.parameters())

@@ -1,8 +1,14 @@
-"""Sequence-mixer ops (mLSTM, Mamba-2 SSD, gated DeltaNet, sLSTM) with step and chunkwise forms.
+"""Sequence-mixer ops (mLSTM, Mamba-2 SSD, the gated delta rule, sLSTM) with step and chunkwise forms.
 
-``kernels`` knows nothing of time series and imports no other package of this project. Public ops live in
-:mod:`tsfm.kernels.ops`; the executable spec (step, recurrent and chunkwise PyTorch forms) in
-:mod:`tsfm.kernels.reference`.
+``kernels`` knows nothing of time series and imports no other package of this project. The public ops live in
+:mod:`tsfm.kernels.ops`, the one dispatch point. Each op has one folder, its reference beside its kernels::
+
+    tsfm/kernels/<op>/reference.py   step, recurrent and chunkwise PyTorch forms: the executable spec, the CPU path
+    tsfm/kernels/<op>/chunk.py       the chunkwise Triton op (sLSTM: fused.py, the fused recurrent op)
+    tsfm/kernels/<op>/step.py        the one-token decode on the GPU
+
+for ``<op>`` in ``mlstm``, ``ssd``, ``gated_delta_rule``, ``slstm``. Shared helpers: :mod:`._reference_common`
+(PyTorch) and :mod:`._triton_common` (Triton); :mod:`.testing` checks a kernel against its float64 reference.
 """
 
 from tsfm.kernels.ops import (

@@ -1,4 +1,4 @@
-"""Public sequence-mixer ops used by the model: mLSTM, Mamba-2 SSD, gated DeltaNet and sLSTM.
+"""Public sequence-mixer ops used by the model: mLSTM, Mamba-2 SSD, the gated delta rule (Gated DeltaNet) and sLSTM.
 
 Every op takes time-major ``[B, T, H, D]`` tensors, any ``T >= 1``, an optional initial state, and can return the
 final state; gradients flow by autograd through the PyTorch code. States are float32 (float64 for float64 inputs);
@@ -6,10 +6,10 @@ outputs have the dtype of the value input. The ``*_step`` functions process one 
 ``*_init_state`` functions build a fresh state. Arguments are checked first and bad shapes raise a ``ValueError``
 that names the argument.
 
-Dispatch: :func:`_use_triton` is the single point that routes CUDA tensors to the Triton kernels of
-:mod:`tsfm.kernels.triton` (imported only then), the ``*_step`` functions to the one-token decode kernels; CPU tensors
-and float64 inputs run the reference chunkwise form (sLSTM: the recurrent form, its only form). This module knows
-nothing of time series.
+Dispatch: :func:`_use_triton` is the single point that routes CUDA tensors to the Triton kernels beside each op's
+reference (``tsfm.kernels.<op>.chunk``, ``.fused``, ``.step``; imported only then), the ``*_step`` functions to the
+one-token decode kernels; CPU tensors and float64 inputs run the reference chunkwise form
+(``tsfm.kernels.<op>.reference``; sLSTM: the recurrent form, its only form). This module knows nothing of time series.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import torch
 from torch import Tensor
 
 from tsfm.kernels._validate import ShapeChecker, check_chunk_size
-from tsfm.kernels.reference import gated_delta as _gated_delta
-from tsfm.kernels.reference import mlstm as _mlstm
-from tsfm.kernels.reference import slstm as _slstm
-from tsfm.kernels.reference import ssd as _ssd
-from tsfm.kernels.reference.gated_delta import gated_delta_rule_init_state
-from tsfm.kernels.reference.mlstm import MLSTMState, mlstm_init_state
-from tsfm.kernels.reference.slstm import SLSTMState, slstm_init_state
-from tsfm.kernels.reference.ssd import ssd_init_state
+from tsfm.kernels.gated_delta_rule import reference as _gated_delta_rule
+from tsfm.kernels.gated_delta_rule.reference import gated_delta_rule_init_state
+from tsfm.kernels.mlstm import reference as _mlstm
+from tsfm.kernels.mlstm.reference import MLSTMState, mlstm_init_state
+from tsfm.kernels.slstm import reference as _slstm
+from tsfm.kernels.slstm.reference import SLSTMState, slstm_init_state
+from tsfm.kernels.ssd import reference as _ssd
+from tsfm.kernels.ssd.reference import ssd_init_state
 
 __all__ = [
     "MLSTMState",
@@ -114,7 +114,7 @@ def mlstm(
     """mLSTM (xLSTM matrix memory), stabilised, over a whole sequence.
 
     ``h_t = C_t^T q_t / (max(|n_t^T q_t|, exp(-m_t)) + 1e-6)`` with ``C_t = f' C_{t-1} + i' k_t v_t^T``; see
-    :mod:`tsfm.kernels.reference.mlstm` for the exact recurrence. The stabiliser ``m`` carries no gradient.
+    :mod:`tsfm.kernels.mlstm.reference` for the exact recurrence. The stabiliser ``m`` carries no gradient.
 
     Args:
         q: ``[B, T, H, K]`` queries (multiplied by ``scale``).
@@ -145,7 +145,7 @@ def mlstm(
     check.at_least_one("T")
     check_chunk_size("mlstm", chunk_size)
     if _use_triton(q, "mlstm"):
-        from tsfm.kernels.triton.mlstm import mlstm_chunk
+        from tsfm.kernels.mlstm.chunk import mlstm_chunk
 
         return mlstm_chunk(
             q,
@@ -196,7 +196,7 @@ def mlstm_step(
     check.tensor("f", f, "B H")
     check.state("state", state, _MLSTM_STATE, allow_none=False)
     if _use_triton(q, "mlstm"):
-        from tsfm.kernels.triton.mlstm import mlstm_step as triton_mlstm_step
+        from tsfm.kernels.mlstm.step import mlstm_step as triton_mlstm_step
 
         return triton_mlstm_step(q, k, v, i, f, state, scale=scale)
     return _mlstm.mlstm_step(q, k, v, i, f, state, scale=scale)
@@ -246,7 +246,7 @@ def ssd(
     check.at_least_one("T")
     check_chunk_size("ssd", chunk_size)
     if _use_triton(x, "ssd"):
-        from tsfm.kernels.triton.ssd import ssd_chunk
+        from tsfm.kernels.ssd.chunk import ssd_chunk
 
         return ssd_chunk(
             x, dt, A, B, C, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size
@@ -278,7 +278,7 @@ def ssd_step(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, state: Tens
     check.tensor("C", C, "B H N")
     check.state("state", state, ("B H N P",), allow_none=False)
     if _use_triton(x, "ssd"):
-        from tsfm.kernels.triton.ssd import ssd_step as triton_ssd_step
+        from tsfm.kernels.ssd.step import ssd_step as triton_ssd_step
 
         return triton_ssd_step(x, dt, A, B, C, state)
     return _ssd.ssd_step(x, dt, A, B, C, state)
@@ -297,10 +297,11 @@ def gated_delta_rule(
     output_final_state: bool = False,
     chunk_size: int = 64,
 ) -> tuple[Tensor, Tensor | None]:
-    """Gated DeltaNet over a whole sequence: ``S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``.
+    """The gated delta rule (Gated DeltaNet's recurrence) over a whole sequence.
 
-    ``o_t = S_t^T (scale q_t)``, ``alpha_t = exp(g_t)``. Any ``beta`` is accepted (``(0, 1)``, or ``(0, 2)`` for the
-    variant with eigenvalues in ``[-1, 1]``).
+    ``S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``, ``o_t = S_t^T (scale q_t)``,
+    ``alpha_t = exp(g_t)``. Any ``beta`` is accepted (``(0, 1)``, or ``(0, 2)`` for the variant with eigenvalues in
+    ``[-1, 1]``).
 
     Args:
         q: ``[B, T, H, K]`` queries (multiplied by ``scale``).
@@ -331,9 +332,9 @@ def gated_delta_rule(
     check.at_least_one("T")
     check_chunk_size("gated_delta_rule", chunk_size)
     if _use_triton(q, "gated_delta_rule"):
-        from tsfm.kernels.triton.gated_delta import gated_delta_chunk
+        from tsfm.kernels.gated_delta_rule.chunk import gated_delta_rule_chunk
 
-        return gated_delta_chunk(
+        return gated_delta_rule_chunk(
             q,
             k,
             v,
@@ -344,7 +345,7 @@ def gated_delta_rule(
             output_final_state=output_final_state,
             chunk_size=chunk_size,
         )
-    return _gated_delta.gated_delta_rule_chunkwise(
+    return _gated_delta_rule.gated_delta_rule_chunkwise(
         q,
         k,
         v,
@@ -382,10 +383,10 @@ def gated_delta_rule_step(
     check.tensor("beta", beta, "B H")
     check.state("state", state, ("B H K V",), allow_none=False)
     if _use_triton(q, "gated_delta_rule"):
-        from tsfm.kernels.triton.gated_delta import gated_delta_step
+        from tsfm.kernels.gated_delta_rule.step import gated_delta_rule_step as triton_gated_delta_rule_step
 
-        return gated_delta_step(q, k, v, g, beta, state, scale=scale)
-    return _gated_delta.gated_delta_rule_step(q, k, v, g, beta, state, scale=scale)
+        return triton_gated_delta_rule_step(q, k, v, g, beta, state, scale=scale)
+    return _gated_delta_rule.gated_delta_rule_step(q, k, v, g, beta, state, scale=scale)
 
 
 @_opaque_to_compile
@@ -398,7 +399,7 @@ def slstm(
 ) -> tuple[Tensor, SLSTMState | None]:
     """sLSTM (xLSTM scalar memory with block-diagonal recurrent gates) over a whole sequence; strictly sequential.
 
-    See :mod:`tsfm.kernels.reference.slstm` for the exact recurrence. The stabiliser ``m`` carries no gradient.
+    See :mod:`tsfm.kernels.slstm.reference` for the exact recurrence. The stabiliser ``m`` carries no gradient.
 
     Args:
         x_gates: ``[B, T, H, 4, D]`` input part of the gate pre-activations ``W x_t + b``, gates ``(i, f, z, o)``.
@@ -420,7 +421,7 @@ def slstm(
     check.state("initial_state", initial_state, _SLSTM_STATE)
     check.at_least_one("T")
     if _use_triton(x_gates, "slstm"):
-        from tsfm.kernels.triton.slstm import slstm_fused
+        from tsfm.kernels.slstm.fused import slstm_fused
 
         return slstm_fused(x_gates, R, initial_state=initial_state, output_final_state=output_final_state)
     return _slstm.slstm_recurrent(x_gates, R, initial_state=initial_state, output_final_state=output_final_state)
@@ -442,7 +443,7 @@ def slstm_step(x_gates_t: Tensor, R: Tensor, state: SLSTMState) -> tuple[Tensor,
     check.tensor("R", R, "H 4 D D")
     check.state("state", state, _SLSTM_STATE, allow_none=False)
     if _use_triton(x_gates_t, "slstm"):
-        from tsfm.kernels.triton.slstm import slstm_step as triton_slstm_step
+        from tsfm.kernels.slstm.step import slstm_step as triton_slstm_step
 
         return triton_slstm_step(x_gates_t, R, state)
     return _slstm.slstm_step(x_gates_t, R, state)

@@ -4,9 +4,11 @@ gluonts is the vocabulary GIFT-Eval and its users speak (STYLE.md): a ``Predicto
 (``start`` a ``pd.Period``, ``target`` a 1-D array, ``item_id``) into one ``Forecast`` per entry, in order, and
 ``gluonts.model.evaluate_model`` scores those. This adapter is the only place where our array API
 (:func:`tsfm.forecast.predict`) meets gluonts; it batches entries, asks for the nine GIFT-Eval quantile levels and
-wraps each row of the result as a ``QuantileForecast`` keyed ``"0.1"`` ... ``"0.9"`` plus ``"mean"`` (our point
-forecast is the median, so ``"mean"`` holds the median, as the other quantile models on the leaderboard do; without
-it gluonts falls back to the median anyway, with a warning per call).
+wraps each row of the result as a ``QuantileForecast`` keyed ``"0.1"`` ... ``"0.9"`` plus ``"mean"``. Our point
+forecast is the median everywhere else (``predict``, ``predict_df``); gluonts' contract names the point forecast
+``"mean"``, so :func:`make_quantile_forecast` is the one place where our median is stored under that key (as the
+other quantile models on the leaderboard do; without it gluonts falls back to the median anyway, with a warning per
+call).
 
 This module imports gluonts (the ``eval`` extra); ``tsfm`` itself never does. The adapter is univariate:
 multivariate datasets are evaluated per variate (``to_univariate``), as GIFT-Eval does for every univariate model.

@@ -35,9 +35,9 @@ from .evaluate import (
     RUN_FILE,
     EvaluationError,
     config_keys,
+    eval_model,
     normalise,
     read_results,
-    resolve_model,
     select_configs,
     summarise,
 )
@@ -341,7 +341,7 @@ def plot_examples(
 ) -> Path:
     """One row per configuration, one column per model: the last test window of the first series, its history,
     the median and the 10-90 / 20-80 / 30-70 % bands."""
-    runners = [resolve_model(m, device=device) for m in models]
+    runners = [eval_model(m, device=device) for m in models]
     fig = _figure(4.2 * len(runners), 2.6 * len(configs))
     axes = np.atleast_2d(fig.subplots(len(configs), len(runners), squeeze=False))
     for row, (name, term) in enumerate(configs):

@@ -212,14 +212,14 @@ def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, 
     from tsfm.pipelines.evaluate import (
         CRPS,
         MASE,
+        eval_model,
         evaluate_predictor,
         read_results,
-        resolve_model,
         result_row,
         select_configs,
     )
 
-    runner = resolve_model(str(model), batch_size=batch_size, device=device or ("cuda" if _cuda() else "cpu"))
+    runner = eval_model(str(model), batch_size=batch_size, device=device or ("cuda" if _cuda() else "cpu"))
     base = read_results(normaliser).drop_duplicates("dataset", keep="last").set_index("dataset")
     rows = []
     for dataset, term in select_configs(benchmark, configs):

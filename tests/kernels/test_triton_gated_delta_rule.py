@@ -1,4 +1,5 @@
-"""The gated DeltaNet Triton kernels against the float64 recurrent reference, on CPU under ``TRITON_INTERPRET=1``.
+"""The gated delta rule Triton kernels (Gated DeltaNet's recurrence) against the float64 recurrent reference, on CPU
+under ``TRITON_INTERPRET=1``.
 
 Outputs, final states and the gradients of every input (``q, k, v, g, beta``) and of the initial state; ragged
 tails, ``T = 1``, several chunks, ``beta`` in ``(0, 1)`` and ``(0, 2)``, a value width split over programs, 128-wide
@@ -10,13 +11,6 @@ Measured norm-wise relative errors (float32 kernel vs float64 reference, every o
 8e-7 on realistic inputs, 1e-6 with log-decays of ``logsigmoid(+-50)``, 8e-5 on nearly repeated keys with
 ``beta = 1.99`` (an ill-conditioned triangular system; PyTorch's float32 chunkwise reference gets 2e-5 there), and
 4e-3 with bf16 inputs and gradients (the bf16 rounding of the output).
-
-bf16 ``tl.dot`` operands (off: ``DOT_BF16_BY_DEFAULT``; forced on by the ``bf16_dot`` tests), bf16 inputs, with the
-interpreter's float32 -> bf16 casts rounding to nearest as the GPU's do (:mod:`tsfm.kernels.triton._common`): every
-output, state and gradient <= 4.9e-3 (``dg`` the largest; the tf32 path: <= 3.1e-3 on the same inputs), <= 3.3e-3 at
-``K = V = 128`` with 64-token chunks. Nearly repeated keys (keys 1% apart, no decay, 64 tokens) are ill-conditioned for
-bf16 state operands even with the triangular solve and the products with ``T`` kept in float32 operands: up to 1.5e-2
-(``beta = 1``) and 2.6e-2 (``beta = 1.99``) against 1.1e-4 for float32 operands, so no test asks bf16 operands there.
 """
 
 from __future__ import annotations
@@ -27,10 +21,9 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install triton==3.6.0)")
 
-from tsfm.kernels.reference import gated_delta_rule_recurrent
-from tsfm.kernels.triton.gated_delta import chunk as gd_chunk_module
-from tsfm.kernels.triton.gated_delta import gated_delta_chunk
-from tsfm.kernels.triton.testing import compare, rel_err
+from tsfm.kernels.gated_delta_rule.chunk import gated_delta_rule_chunk
+from tsfm.kernels.gated_delta_rule.reference import gated_delta_rule_recurrent
+from tsfm.kernels.testing import compare, rel_err
 
 B, H, K, V = 2, 2, 8, 16
 TOL = 1e-4  # float32 kernel vs float64 reference (measured <= 1e-6, stress inputs included)
@@ -65,7 +58,7 @@ def _inputs(
 
 def _errors(args, state, chunk_size: int, dtype: torch.dtype = torch.float32) -> dict[str, float]:
     return compare(
-        gated_delta_chunk,
+        gated_delta_rule_chunk,
         gated_delta_rule_recurrent,
         args,
         state,
@@ -130,9 +123,11 @@ def test_nearly_repeated_keys_stay_accurate(beta_value):
 def test_two_calls_carrying_the_state_equal_one_call():
     torch.manual_seed(6)
     (q, k, v, g, beta), _ = _inputs(30, with_state=False)
-    whole, final = gated_delta_chunk(q, k, v, g, beta, output_final_state=True, chunk_size=16)
-    first, mid = gated_delta_chunk(q[:, :13], k[:, :13], v[:, :13], g[:, :13], beta[:, :13], output_final_state=True)
-    second, end = gated_delta_chunk(
+    whole, final = gated_delta_rule_chunk(q, k, v, g, beta, output_final_state=True, chunk_size=16)
+    first, mid = gated_delta_rule_chunk(
+        q[:, :13], k[:, :13], v[:, :13], g[:, :13], beta[:, :13], output_final_state=True
+    )
+    second, end = gated_delta_rule_chunk(
         q[:, 13:], k[:, 13:], v[:, 13:], g[:, 13:], beta[:, 13:], initial_state=mid, output_final_state=True
     )
     assert rel_err(torch.cat([first, second], dim=1), whole) < 1e-5
@@ -142,14 +137,14 @@ def test_two_calls_carrying_the_state_equal_one_call():
 def test_no_final_state_unless_asked():
     torch.manual_seed(9)
     args, state = _inputs(5, with_state=True)
-    o, final = gated_delta_chunk(*args, initial_state=state)
+    o, final = gated_delta_rule_chunk(*args, initial_state=state)
     assert final is None and o.shape == args[2].shape
 
 
 def test_bf16_inputs_give_bf16_outputs_and_float32_states():
     torch.manual_seed(7)
     args, state = _inputs(20, with_state=True)
-    o, final = gated_delta_chunk(*(a.bfloat16() for a in args), initial_state=state, output_final_state=True)
+    o, final = gated_delta_rule_chunk(*(a.bfloat16() for a in args), initial_state=state, output_final_state=True)
     assert o.dtype == torch.bfloat16 and final.dtype == torch.float32
     want, want_final = gated_delta_rule_recurrent(
         *(a.bfloat16().double() for a in args), initial_state=state.double(), output_final_state=True
@@ -167,14 +162,14 @@ def test_bf16_gradients_are_close():
 
 
 def test_decode_step_matches_the_reference_step():
-    from tsfm.kernels.reference import gated_delta_rule_step as reference_step
-    from tsfm.kernels.triton.gated_delta import gated_delta_step
+    from tsfm.kernels.gated_delta_rule.reference import gated_delta_rule_step as reference_step
+    from tsfm.kernels.gated_delta_rule.step import gated_delta_rule_step
 
     torch.manual_seed(10)
     (q, k, v, g, beta), state = _inputs(3, with_state=True)
     for t in range(3):
         args = (q[:, t], k[:, t], v[:, t], g[:, t], beta[:, t])
-        got, got_state = gated_delta_step(*args, state)
+        got, got_state = gated_delta_rule_step(*args, state)
         want, want_state = reference_step(*(a.double() for a in args), state.double())
         assert got.dtype == v.dtype and got_state.dtype == torch.float32
         assert rel_err(got, want) < TOL
@@ -183,75 +178,27 @@ def test_decode_step_matches_the_reference_step():
 
 
 def test_decode_step_equals_the_chunkwise_kernel_over_one_token():
-    from tsfm.kernels.triton.gated_delta import gated_delta_step
+    from tsfm.kernels.gated_delta_rule.step import gated_delta_rule_step
 
     torch.manual_seed(11)
     (q, k, v, g, beta), state = _inputs(1, with_state=True, k_dim=16, v_dim=64)
-    got, got_state = gated_delta_step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], state, scale=0.3)
-    want, want_state = gated_delta_chunk(q, k, v, g, beta, scale=0.3, initial_state=state, output_final_state=True)
+    got, got_state = gated_delta_rule_step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], state, scale=0.3)
+    want, want_state = gated_delta_rule_chunk(q, k, v, g, beta, scale=0.3, initial_state=state, output_final_state=True)
     assert rel_err(got, want[:, 0]) < 1e-6
     assert rel_err(got_state, want_state) < 1e-6
 
 
 def test_decode_step_asked_for_gradients_uses_the_differentiable_kernels():
-    from tsfm.kernels.reference import gated_delta_rule_step as reference_step
-    from tsfm.kernels.triton.gated_delta import gated_delta_step
+    from tsfm.kernels.gated_delta_rule.reference import gated_delta_rule_step as reference_step
+    from tsfm.kernels.gated_delta_rule.step import gated_delta_rule_step
 
     torch.manual_seed(13)
     (q, k, v, g, beta), state = _inputs(1, with_state=True)
     args = [a[:, 0].clone().requires_grad_() for a in (q, k, v, g, beta)]
-    o, new_state = gated_delta_step(*args, state)
+    o, new_state = gated_delta_rule_step(*args, state)
     (o.sum() + new_state.sum()).backward()
     ref_args = [a.detach().double().requires_grad_() for a in args]
     want, want_state = reference_step(*ref_args, state.double())
     (want.sum() + want_state.sum()).backward()
     for got, ref in zip(args, ref_args, strict=True):
         assert rel_err(got.grad, ref.grad) < TOL
-
-
-BF16_DOT_TOL = 1e-2  # bf16 inputs, bf16 dot operands, vs float64 on the same rounded inputs (see the docstring)
-
-
-@pytest.mark.parametrize(
-    ("length", "chunk_size", "beta_max", "k_dim", "v_dim", "stress"),
-    [
-        (20, 16, 2.0, K, V, False),
-        (50, 16, 1.0, K, V, False),
-        (50, 64, 2.0, K, V, False),
-        (70, 64, 1.0, 16, 64, False),
-        (37, 16, 2.0, K, V, True),
-    ],
-)
-def test_bf16_dot_operands_match_the_float64_reference(monkeypatch, length, chunk_size, beta_max, k_dim, v_dim, stress):
-    """The bf16-operand path (forced on): bf16 inputs, initial state, ragged tails, several chunks,
-    ``beta`` in ``(0, 1)`` and ``(0, 2)``, a value width split over programs and log-decays of ``logsigmoid(+-50)``."""
-    monkeypatch.setattr(gd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
-    assert gd_chunk_module._use_bf16_dots(torch.bfloat16) and not gd_chunk_module._use_bf16_dots(torch.float32)
-    torch.manual_seed(length + chunk_size)
-    args, state = _inputs(length, True, stress=stress, beta_max=beta_max, k_dim=k_dim, v_dim=v_dim)
-    errors = _errors(args, state, chunk_size, dtype=torch.bfloat16)
-    assert len(errors) == 1 + 1 + 5 + 1
-    bad = {name: e for name, e in errors.items() if not e < BF16_DOT_TOL}
-    assert not bad, bad
-
-
-@pytest.mark.parametrize("beta_max", [1.0, 2.0])
-def test_bf16_dot_operands_with_128_wide_state_tiles(monkeypatch, beta_max):
-    """``K = V = 128``: 64-token chunks with bf16 operands (two chunks, the second ragged)."""
-    monkeypatch.setattr(gd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
-    assert gd_chunk_module._chunk(100, 64, 128, 128, dot_bf16=True) == 64
-    torch.manual_seed(20 + int(beta_max))
-    args, state = _inputs(100, True, beta_max=beta_max, k_dim=128, v_dim=128, batch=1, heads=1)
-    errors = _errors(args, state, 64, dtype=torch.bfloat16)
-    bad = {name: e for name, e in errors.items() if not e < BF16_DOT_TOL}
-    assert not bad, bad
-
-
-def test_bf16_dot_switch_leaves_float32_inputs_exact(monkeypatch):
-    """float32 inputs never take the bf16-operand path, switch or not."""
-    monkeypatch.setattr(gd_chunk_module, "DOT_BF16_BY_DEFAULT", True)
-    torch.manual_seed(14)
-    args, state = _inputs(40, True)
-    errors = _errors(args, state, 16)
-    bad = {name: e for name, e in errors.items() if not e < TOL}
-    assert not bad, bad

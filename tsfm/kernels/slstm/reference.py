@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tsfm.kernels.reference._common import compute_dtype
+from tsfm.kernels._reference_common import compute_dtype
 
 SLSTMState = tuple[Tensor, Tensor, Tensor, Tensor]
 """``(h, c, n, m)``, each ``[B, H, D]``: hidden output, cell, normaliser, stabiliser."""

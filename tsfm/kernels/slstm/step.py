@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from tsfm.kernels.triton.slstm.fused import SLSTMState, slstm_fused
+from tsfm.kernels.slstm.fused import SLSTMState, slstm_fused
 
 
 def slstm_step(x_gates_t: Tensor, R: Tensor, state: SLSTMState) -> tuple[Tensor, SLSTMState]:

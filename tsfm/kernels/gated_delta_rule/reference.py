@@ -1,4 +1,5 @@
-"""Gated DeltaNet (gated delta rule): the one-token step (the definition), the recurrent and the chunkwise form.
+"""The gated delta rule (Gated DeltaNet's recurrence): the one-token step (the definition), the recurrent and the
+chunkwise form.
 
 Per head, with ``alpha_t = exp(g_t)`` (``g <= 0``), ``beta_t`` any real (``(0, 1)``, or ``(0, 2)`` for the variant with
 eigenvalues in ``[-1, 1]``) and ``k`` already L2-normalised by the caller::
@@ -23,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tsfm.kernels.reference._common import causal_mask, chunk_bounds, compute_dtype, masked_exp
+from tsfm.kernels._reference_common import causal_mask, chunk_bounds, compute_dtype, masked_exp
 
 
 def gated_delta_rule_init_state(

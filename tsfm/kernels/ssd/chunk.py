@@ -1,6 +1,6 @@
 """Mamba-2 SSD chunkwise Triton kernels: forward, backward and the autograd function that calls them as named stages.
 
-The math is that of :func:`tsfm.kernels.reference.ssd.ssd_chunkwise` (the executable spec). SSD is linear attention with
+The math is that of :func:`tsfm.kernels.ssd.reference.ssd_chunkwise` (the executable spec). SSD is linear attention with
 one scalar decay per token: query ``C``, key ``B``, value ``v = dt x`` and log-decay ``a_t = -A dt_t <= 0``. Inside
 a chunk of ``L`` tokens, with ``b_t = a_1 + ... + a_t`` the cumulative log-decay from the chunk start and ``S_0`` the
 carried state::
@@ -40,25 +40,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from tsfm.kernels.triton._common import block, chunk_block, contiguous
-from tsfm.kernels.triton._common import dot as _dot
-
-DOT_BF16_BY_DEFAULT = False
-"""Whether bf16/fp16 inputs feed bf16 operands to ``tl.dot`` (float32 accumulation) instead of float32 operands at
-tf32. bf16 operands halve the operand tiles in shared memory and registers and double the tensor-core rate (what
-mamba_ssm does), and let 128-wide heads take 64-token chunks (see :func:`_chunk`). ``x`` enters the products exactly
-(``dt`` scales the other, already rounded, operand or the result rather than forming ``v = dt x`` in bf16). On the
-CPU interpreter the bf16 path is within 3.4e-3 of the float64 reference except ``dA``, a cancelling sum over batch
-and time, up to 1.8e-2 on small heads (tf32: 7.5e-3; see tests/kernels/test_triton_ssd.py). **Off, and not
-reachable from the environment**: on the H200 (Triton 3.6) its first check ended in an illegal memory access
-(benchmarks/RESULTS.md); until that is found (``compute-sanitizer``; the 64-token chunks of 128-wide heads are the
-first suspect) only the CPU tests turn it on, by setting this attribute."""
-
-
-@triton.jit
-def _last(x, o_t, BT: tl.constexpr):
-    """The element of a ``[BT]`` vector at row ``BT - 1`` (a scalar)."""
-    return tl.sum(tl.where(o_t == BT - 1, x, 0.0), axis=0)
+from tsfm.kernels._triton_common import block, chunk_block, contiguous
+from tsfm.kernels._triton_common import last_row as _last
 
 
 @triton.jit
@@ -69,7 +52,6 @@ def _ssd_chunk_fwd_kernel(
     H: tl.constexpr, N: tl.constexpr, P: tl.constexpr,
     BT: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr,
     HAS_INIT: tl.constexpr, STORE_FINAL: tl.constexpr, STORE_CHUNKS: tl.constexpr, PRECISION: tl.constexpr,
-    DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_bh = tl.program_id(0)
     i_p = tl.program_id(1)
@@ -104,12 +86,9 @@ def _ssd_chunk_fwd_kernel(
         b_b = tl.cumsum(-a_h * b_dt, axis=0)  # padded rows add 0: b at the last row is that of the last real token
         b_v = b_x * b_dt[:, None]
         b_w = tl.exp(tl.where(causal, b_b[:, None] - b_b[None, :], float("-inf")))  # mask before exp
-        b_m = _dot(b_C, tl.trans(b_B), PRECISION, DOT_BF16) * b_w
-        if DOT_BF16:  # noqa: SIM108  (dt scales the rounded weights, x enters the bf16 products exactly)
-            b_y = _dot(b_m * b_dt[None, :], b_x, PRECISION, DOT_BF16)
-        else:
-            b_y = _dot(b_m, b_v, PRECISION, DOT_BF16)
-        b_y += tl.exp(b_b)[:, None] * _dot(b_C, S, PRECISION, DOT_BF16)
+        b_m = tl.dot(b_C, tl.trans(b_B), input_precision=PRECISION) * b_w
+        b_y = tl.dot(b_m, b_v, input_precision=PRECISION)
+        b_y += tl.exp(b_b)[:, None] * tl.dot(b_C, S, input_precision=PRECISION)
         tl.store(y + row_p[:, None] + o_p[None, :], b_y.to(y.dtype.element_ty), mask=mask_tp)
 
         if STORE_CHUNKS:
@@ -117,10 +96,7 @@ def _ssd_chunk_fwd_kernel(
 
         b_end = _last(b_b, o_t, BT)
         b_Bw = b_B * tl.exp(b_end - b_b)[:, None]
-        if DOT_BF16:
-            S = tl.exp(b_end) * S + _dot(tl.trans(b_Bw * b_dt[:, None]), b_x, PRECISION, DOT_BF16)
-        else:
-            S = tl.exp(b_end) * S + _dot(tl.trans(b_Bw), b_v, PRECISION, DOT_BF16)
+        S = tl.exp(b_end) * S + tl.dot(tl.trans(b_Bw), b_v, input_precision=PRECISION)
 
     if STORE_FINAL:
         tl.store(st + i_bh * N * P + o_n[:, None] * P + o_p[None, :], S, mask=mask_np)
@@ -134,7 +110,6 @@ def _ssd_chunk_bwd_kernel(
     H: tl.constexpr, N: tl.constexpr, P: tl.constexpr,
     BT: tl.constexpr, BN: tl.constexpr, BP: tl.constexpr,
     HAS_INIT: tl.constexpr, HAS_DFINAL: tl.constexpr, PRECISION: tl.constexpr,
-    DOT_BF16: tl.constexpr,
 ):  # fmt: skip
     i_bh = tl.program_id(0)
     i_b = i_bh // H
@@ -181,22 +156,16 @@ def _ssd_chunk_bwd_kernel(
         b_wend = tl.exp(b_end - b_b)
 
         # Output: y = (G * w) v + exp(b) C S0, G = C B^T.
-        b_m = _dot(b_C, tl.trans(b_B), PRECISION, DOT_BF16) * b_w
-        if DOT_BF16:  # x, not the rounded v = dt x, enters the bf16 products (see the forward)
-            b_dg = _dot(b_dy, tl.trans(b_x), PRECISION, DOT_BF16) * (b_w * b_dt[None, :])
-        else:
-            b_dg = _dot(b_dy, tl.trans(b_v), PRECISION, DOT_BF16) * b_w
-        b_dC = _dot(b_dg, b_B, PRECISION, DOT_BF16)
-        b_dC += b_eb[:, None] * _dot(b_dy, tl.trans(S0), PRECISION, DOT_BF16)
-        b_dB = _dot(tl.trans(b_dg), b_C, PRECISION, DOT_BF16)
-        b_dv = _dot(tl.trans(b_m), b_dy, PRECISION, DOT_BF16)
+        b_m = tl.dot(b_C, tl.trans(b_B), input_precision=PRECISION) * b_w
+        b_dg = tl.dot(b_dy, tl.trans(b_v), input_precision=PRECISION) * b_w
+        b_dC = tl.dot(b_dg, b_B, input_precision=PRECISION)
+        b_dC += b_eb[:, None] * tl.dot(b_dy, tl.trans(S0), input_precision=PRECISION)
+        b_dB = tl.dot(tl.trans(b_dg), b_C, input_precision=PRECISION)
+        b_dv = tl.dot(tl.trans(b_m), b_dy, input_precision=PRECISION)
 
         # Chunk-end state: S_end = exp(b_L) S0 + sum_s exp(b_L - b_s) B_s v_s^T, fed by dS of the next chunk.
-        if DOT_BF16:
-            b_dBend = (b_wend * b_dt)[:, None] * _dot(b_x, tl.trans(dS), PRECISION, DOT_BF16)
-        else:
-            b_dBend = b_wend[:, None] * _dot(b_v, tl.trans(dS), PRECISION, DOT_BF16)
-        b_dv += b_wend[:, None] * _dot(b_B, dS, PRECISION, DOT_BF16)
+        b_dBend = b_wend[:, None] * tl.dot(b_v, tl.trans(dS), input_precision=PRECISION)
+        b_dv += b_wend[:, None] * tl.dot(b_B, dS, input_precision=PRECISION)
         end_terms = tl.sum(tl.sum(b_B * b_dBend, axis=1), axis=0) + e_end * tl.sum(tl.sum(S0 * dS, axis=1), axis=0)
         b_dB += b_dBend
 
@@ -213,7 +182,7 @@ def _ssd_chunk_bwd_kernel(
         tl.store(dC + row_n[:, None] + o_n[None, :], b_dC.to(dC.dtype.element_ty), mask=mask_tn)
 
         # Gradient of the chunk-start state, carried to the previous chunk.
-        dS = e_end * dS + _dot(tl.trans(b_C * b_eb[:, None]), b_dy, PRECISION, DOT_BF16)
+        dS = e_end * dS + tl.dot(tl.trans(b_C * b_eb[:, None]), b_dy, input_precision=PRECISION)
 
     tl.store(dA + i_bh, dA_acc)
     if HAS_INIT:
@@ -225,29 +194,22 @@ def _num_warps(bn: int, bp: int) -> int:
 
 
 def _precision(*dtypes: torch.dtype) -> str:
-    """``tl.dot`` precision of the float32-operand path: full float32 products when every matmul input is float32,
-    tf32 when any is bf16/fp16 (their mantissa is shorter than tf32's)."""
+    """``tl.dot`` precision: full float32 products when every matmul input is float32, tf32 when any is bf16/fp16
+    (their mantissa is shorter than tf32's)."""
     return "ieee" if all(d == torch.float32 for d in dtypes) else "tf32"
 
 
-def _use_bf16_dots(*dtypes: torch.dtype) -> bool:
-    """bf16 ``tl.dot`` operands: when some matmul input is bf16/fp16 and :data:`DOT_BF16_BY_DEFAULT` allows it
-    (read at call time, so tests can switch it)."""
-    return DOT_BF16_BY_DEFAULT and _precision(*dtypes) != "ieee"
-
-
-def _chunk(length: int, chunk_size: int, bn: int, bp: int, dot_bf16: bool = False) -> int:
-    """Tokens per chunk; at most 32 when a state tile is 128 wide with float32 ``tl.dot`` operands, so that the
-    backward fits in shared memory.
-
-    Compiled for sm_90 with Triton 3.6 (``benchmarks/kernel_resources.py``), ``N = P = 128``: with float32 operands
-    the backward takes 136 KB (float32 inputs, "ieee" dots) or 80 KB (bf16/fp16 inputs, tf32 dots) at 32 tokens and
-    230 KB or more at 64, against a 227 KB limit; with bf16 operands it takes 76 KB at 32 tokens and 112 KB at 64
-    (255 registers, ~2 KB spilled), so 128-wide heads take 64-token chunks there. The forward (whole ``P``) takes
-    132 KB / 84 KB (float32 operands, 32 tokens) and 80 KB (bf16 operands, 64 tokens).
-    """
+def _chunk(length: int, chunk_size: int, bn: int, bp: int) -> int:
+    """Tokens per chunk: ``chunk_size`` rounded (:func:`tsfm.kernels._triton_common.chunk_block`), at most 32 when a
+    state tile is 128 wide, so that the backward fits in shared memory (sm_90)."""
     bt = chunk_block(length, chunk_size)
-    return min(bt, 32) if max(bn, bp) >= 128 and not dot_bf16 else bt
+    return min(bt, 32) if max(bn, bp) >= 128 else bt
+
+
+def _value_block(batch_heads: int, bp_full: int) -> int:
+    """Value columns per forward program: the whole width, or half of it (not below 32) when fewer than 512
+    ``(batch, head)`` pairs would leave the GPU idle."""
+    return bp_full if batch_heads >= 512 or bp_full <= 32 else max(32, bp_full // 2)
 
 
 def ssd_chunk_fwd(
@@ -261,17 +223,15 @@ def ssd_chunk_fwd(
     output_final_state: bool,
     chunk_size: int,
     store_chunks: bool,
-    dot_bf16: bool | None = None,
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """Forward stage: ``y``, the final state (if asked) and the chunk-start states (if ``store_chunks``).
+    """Forward: ``y``, the final state (if asked) and the chunk-start states (if ``store_chunks``).
 
     Args:
         x: ``[B, T, H, P]``; dt: ``[B, T, H]``; A: ``[H]``; B, C: ``[B, T, H, N]`` (all contiguous).
         initial_state: ``S [B, H, N, P]`` (float32, contiguous) or ``None`` (zeros).
         output_final_state: write the state after the last token.
-        chunk_size: requested tokens per chunk (rounded, see :func:`tsfm.kernels.triton._common.chunk_block`).
+        chunk_size: requested tokens per chunk (rounded, see :func:`_chunk`).
         store_chunks: keep the state at each chunk start for the backward.
-        dot_bf16: bf16 ``tl.dot`` operands (``None``: :func:`_use_bf16_dots`); the backward must get the same.
 
     Returns:
         ``y [B, T, H, P]`` (dtype of ``x``), the float32 final state or ``None``, and the chunk-start states
@@ -280,27 +240,19 @@ def ssd_chunk_fwd(
     batch, length, heads, p_dim = x.shape
     n_dim = B.shape[-1]
     bn, bp_full = block(n_dim), block(p_dim)
-    if dot_bf16 is None:
-        dot_bf16 = _use_bf16_dots(x.dtype, B.dtype, C.dtype)
-    bt = _chunk(length, chunk_size, bn, bp_full, dot_bf16)
+    bt = _chunk(length, chunk_size, bn, bp_full)
     n_chunks = triton.cdiv(length, bt)
-    # Split the value width over programs when (batch, head) alone cannot fill the GPU.
-    bp = bp_full if batch * heads >= 512 or bp_full <= 32 else max(32, bp_full // 2)
-    dev = x.device
-    f32 = torch.float32
+    bp = _value_block(batch * heads, bp_full)
+    dev, f32 = x.device, torch.float32
     y = torch.empty_like(x)
     final = torch.empty(batch, heads, n_dim, p_dim, device=dev, dtype=f32) if output_final_state else None
     chunks = torch.empty(batch, heads, n_chunks, n_dim, p_dim, device=dev, dtype=f32) if store_chunks else None
-    dummy = y
-    grid = (batch * heads, triton.cdiv(p_dim, bp))
-    _ssd_chunk_fwd_kernel[grid](
-        x, dt, A, B, C, initial_state if initial_state is not None else dummy,
-        y, final if final is not None else dummy, chunks if chunks is not None else dummy,
-        length, n_chunks,
-        H=heads, N=n_dim, P=p_dim, BT=bt, BN=bn, BP=bp,
+    _ssd_chunk_fwd_kernel[(batch * heads, triton.cdiv(p_dim, bp))](
+        x=x, dt=dt, A=A, Bm=B, Cm=C, s0=y if initial_state is None else initial_state,
+        y=y, st=y if final is None else final, ss=y if chunks is None else chunks,
+        T=length, NC=n_chunks, H=heads, N=n_dim, P=p_dim, BT=bt, BN=bn, BP=bp,
         HAS_INIT=initial_state is not None, STORE_FINAL=output_final_state, STORE_CHUNKS=store_chunks,
-        PRECISION=_precision(x.dtype, B.dtype, C.dtype), DOT_BF16=dot_bf16,
-        num_warps=_num_warps(bn, bp), num_stages=2,
+        PRECISION=_precision(x.dtype, B.dtype, C.dtype), num_warps=_num_warps(bn, bp), num_stages=2,
     )  # fmt: skip
     return y, final, chunks
 
@@ -317,9 +269,8 @@ def ssd_chunk_bwd(
     *,
     chunk_size: int,
     has_init: bool,
-    dot_bf16: bool | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
-    """Backward stage: gradients of ``x, dt, A, B, C`` and of the initial state (``None`` without one).
+    """Backward: gradients of ``x, dt, A, B, C`` and of the initial state (``None`` without one).
 
     Args:
         x, dt, A, B, C: the forward inputs (contiguous).
@@ -328,7 +279,6 @@ def ssd_chunk_bwd(
         d_final: gradient of the final state, or ``None`` (zeros).
         chunk_size: the forward's requested chunk size.
         has_init: whether the forward had an initial state (then its float32 gradient is returned).
-        dot_bf16: the forward's choice of ``tl.dot`` operands (``None``: :func:`_use_bf16_dots`).
 
     Returns:
         ``dx, ddt, dA, dB, dC`` in the dtypes of their inputs and the initial state's gradient or ``None``.
@@ -336,28 +286,20 @@ def ssd_chunk_bwd(
     batch, length, heads, p_dim = x.shape
     n_dim = B.shape[-1]
     bn, bp = block(n_dim), block(p_dim)
-    if dot_bf16 is None:
-        dot_bf16 = _use_bf16_dots(x.dtype, B.dtype, C.dtype)
-    bt = _chunk(length, chunk_size, bn, bp, dot_bf16)
-    n_chunks = triton.cdiv(length, bt)
-    dev = x.device
-    f32 = torch.float32
+    bt = _chunk(length, chunk_size, bn, bp)
+    dev, f32 = x.device, torch.float32
     dx, ddt, dB, dC = torch.empty_like(x), torch.empty_like(dt), torch.empty_like(B), torch.empty_like(C)
-    dA_part = torch.empty(batch, heads, device=dev, dtype=f32)
+    dA_part = torch.empty(batch, heads, device=dev, dtype=f32)  # per (batch, head); summed over batch below
     ds0 = torch.empty(batch, heads, n_dim, p_dim, device=dev, dtype=f32) if has_init else None
-    has_dfinal = d_final is not None
-    dst = d_final.float().contiguous() if has_dfinal else None
-    dummy = dA_part
     _ssd_chunk_bwd_kernel[(batch * heads,)](
-        x, dt, A, B, C, chunks, dy.contiguous(), dst if has_dfinal else dummy,
-        dx, ddt, dA_part, dB, dC, ds0 if has_init else dummy,
-        length, n_chunks,
-        H=heads, N=n_dim, P=p_dim, BT=bt, BN=bn, BP=bp,
-        HAS_INIT=has_init, HAS_DFINAL=has_dfinal, PRECISION=_precision(x.dtype, B.dtype, C.dtype),
-        DOT_BF16=dot_bf16, num_warps=_num_warps(bn, bp), num_stages=1,
+        x=x, dt=dt, A=A, Bm=B, Cm=C, ss=chunks, dy=dy.contiguous(),
+        dst=dA_part if d_final is None else d_final.float().contiguous(),
+        dx=dx, ddt=ddt, dA=dA_part, dB=dB, dC=dC, ds0=dA_part if ds0 is None else ds0,
+        T=length, NC=triton.cdiv(length, bt), H=heads, N=n_dim, P=p_dim, BT=bt, BN=bn, BP=bp,
+        HAS_INIT=has_init, HAS_DFINAL=d_final is not None, PRECISION=_precision(x.dtype, B.dtype, C.dtype),
+        num_warps=_num_warps(bn, bp), num_stages=1,
     )  # fmt: skip
-    dA = dA_part.sum(0).to(A.dtype)
-    return dx, ddt, dA, dB, dC, ds0
+    return dx, ddt, dA_part.sum(0).to(A.dtype), dB, dC, ds0
 
 
 class SSDChunkFunction(torch.autograd.Function):
@@ -367,7 +309,6 @@ class SSDChunkFunction(torch.autograd.Function):
     def forward(ctx, x, dt, A, B, C, s0, chunk_size, output_final_state):
         x, dt, A, B, C = contiguous(x, dt, A, B, C)
         has_init = s0 is not None
-        dot_bf16 = _use_bf16_dots(x.dtype, B.dtype, C.dtype)  # decided once: the backward must use the same chunks
         y, final, chunks = ssd_chunk_fwd(
             x,
             dt,
@@ -378,11 +319,10 @@ class SSDChunkFunction(torch.autograd.Function):
             output_final_state=output_final_state,
             chunk_size=chunk_size,
             store_chunks=any(ctx.needs_input_grad[:6]),
-            dot_bf16=dot_bf16,
         )
         if chunks is not None:
             ctx.save_for_backward(x, dt, A, B, C, chunks)
-        ctx.chunk_size, ctx.has_init, ctx.dot_bf16 = chunk_size, has_init, dot_bf16
+        ctx.chunk_size, ctx.has_init = chunk_size, has_init
         ctx.s0_dtype = s0.dtype if has_init else None
         return y, final
 
@@ -390,17 +330,7 @@ class SSDChunkFunction(torch.autograd.Function):
     def backward(ctx, dy, d_final):
         x, dt, A, B, C, chunks = ctx.saved_tensors
         dx, ddt, dA, dB, dC, ds0 = ssd_chunk_bwd(
-            x,
-            dt,
-            A,
-            B,
-            C,
-            chunks,
-            dy,
-            d_final,
-            chunk_size=ctx.chunk_size,
-            has_init=ctx.has_init,
-            dot_bf16=ctx.dot_bf16,
+            x, dt, A, B, C, chunks, dy, d_final, chunk_size=ctx.chunk_size, has_init=ctx.has_init
         )
         if ds0 is not None:
             ds0 = ds0.to(ctx.s0_dtype)

@@ -1,4 +1,4 @@
-"""Gated DeltaNet one-token decode on the GPU: a dedicated kernel, state in and state out (inference only).
+"""The gated delta rule's one-token decode on the GPU: a dedicated kernel, state in and state out (inference only).
 
 Decode is bound by reading and writing the ``K x V`` state per head, so the kernel touches it once: one program
 per ``(batch, head, value block)`` loads its ``[K, BV]`` state tile, applies the token and stores it::
@@ -9,8 +9,8 @@ per ``(batch, head, value block)`` loads its ``[K, BV]`` state tile, applies the
 
 The value columns are independent (every product above reduces over ``K`` only), so splitting ``V`` over programs
 needs no communication. The kernel has no backward: it is for streaming inference. When a gradient is asked for
-(grad mode on and an input that requires one), :func:`gated_delta_step` runs the differentiable chunkwise kernels of
-:mod:`.chunk` over the one token instead (same result, a few more launches).
+(grad mode on and an input that requires one), :func:`gated_delta_rule_step` runs the differentiable chunkwise
+kernels of :mod:`.chunk` over the one token instead (same result, a few more launches).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from tsfm.kernels.triton._common import block, contiguous
-from tsfm.kernels.triton.gated_delta.chunk import gated_delta_chunk
+from tsfm.kernels._triton_common import block, contiguous
+from tsfm.kernels.gated_delta_rule.chunk import gated_delta_rule_chunk
 
 
 @triton.jit
-def _gd_step_kernel(
+def _gated_delta_rule_step_kernel(
     q, k, v, g, beta, s,  # q, k [B, H, K], v [B, H, V], g, beta [B, H], state [B, H, K, V]
     o, s_new,  # output [B, H, V], new state [B, H, K, V] (float32)
     scale,
@@ -54,7 +54,7 @@ def _gd_step_kernel(
     tl.store(s_new + tile, b_s, mask=mask_kv)
 
 
-def gated_delta_step(
+def gated_delta_rule_step(
     q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, *, scale: float | None = None
 ) -> tuple[Tensor, Tensor]:
     """One gated-delta-rule token (same meaning as :func:`tsfm.kernels.ops.gated_delta_rule_step`) with the decode
@@ -78,7 +78,7 @@ def gated_delta_step(
     v_dim = v.shape[-1]
     scale = k_dim**-0.5 if scale is None else scale
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, g, beta, state)):
-        o, new_state = gated_delta_chunk(
+        o, new_state = gated_delta_rule_chunk(
             q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None], scale=scale, initial_state=state,
             output_final_state=True,
         )  # fmt: skip
@@ -92,8 +92,8 @@ def gated_delta_step(
         bv //= 2
     o = torch.empty_like(v)
     new_state = torch.empty(batch, heads, k_dim, v_dim, device=q.device, dtype=torch.float32)
-    _gd_step_kernel[(batch * heads, triton.cdiv(v_dim, bv))](
-        q, k, v, g, beta, state, o, new_state, scale,
+    _gated_delta_rule_step_kernel[(batch * heads, triton.cdiv(v_dim, bv))](
+        q=q, k=k, v=v, g=g, beta=beta, s=state, o=o, s_new=new_state, scale=scale,
         K=k_dim, V=v_dim, BK=bk, BV=bv, num_warps=4 if bk * bv <= 4096 else 8,
     )  # fmt: skip
     return o, new_state

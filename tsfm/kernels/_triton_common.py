@@ -1,7 +1,8 @@
-"""Helpers shared by the Triton ops: block sizes, chunk sizes and the dot precision for an input dtype.
+"""Helpers shared by the Triton kernels of every op: block and chunk sizes, the ``tl.dot`` precision for an input
+dtype, the ``@triton.jit`` helpers more than one op uses, and the patches that let Triton 3.6's interpreter run them.
 
-Nothing here launches a kernel. The Triton ops run on CUDA tensors, and on CPU tensors under ``TRITON_INTERPRET=1``
-(the CI path); they never call CUDA APIs themselves, so both work.
+Nothing here launches a kernel or knows an op. The Triton ops run on CUDA tensors, and on CPU tensors under
+``TRITON_INTERPRET=1`` (the CI path); they never call CUDA APIs themselves, so both work.
 """
 
 from __future__ import annotations
@@ -119,27 +120,12 @@ def contiguous(*tensors: torch.Tensor) -> list[torch.Tensor]:
 
 
 @triton.jit
-def dot(a, b, PRECISION: tl.constexpr, DOT_BF16: tl.constexpr):
-    """``a @ b`` accumulated in float32, the one matrix product of the chunkwise kernels.
-
-    With ``DOT_BF16`` both operands are rounded to bf16 (to nearest) first: half the shared memory and registers of
-    float32 operands and the full tensor-core rate. Otherwise they stay float32 and multiply at ``PRECISION``
-    (``"ieee"`` for float32 inputs, ``"tf32"`` for bf16/fp16 ones). Each kernel module says which products may take
-    bf16 operands and when.
-    """
-    if DOT_BF16:
-        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), out_dtype=tl.float32)
-    else:
-        return tl.dot(a, b, input_precision=PRECISION)
+def last_row(x, o_t, BT: tl.constexpr):
+    """The element of a ``[BT]`` vector at row ``BT - 1`` (a scalar): a chunk's last row, ragged or not."""
+    return tl.sum(tl.where(o_t == BT - 1, x, 0.0), axis=0)
 
 
 @triton.jit
-def scale_q(b_q, scale, DOT_BF16: tl.constexpr):
-    """``(q, s)`` such that ``s q`` is the scaled query. With float32 operands ``q`` is scaled here (``s = 1``); with
-    bf16 operands ``q`` stays the input, exact in bf16, and ``s = scale`` multiplies the products it enters (rounding
-    ``scale q`` to bf16 would perturb every product with it, and the mLSTM normaliser ``den``, whose cancellation
-    can amplify that without bound)."""
-    if DOT_BF16:
-        return b_q, scale
-    else:
-        return b_q * scale, 1.0
+def logsigmoid(x):
+    """``log(sigmoid(x))`` without overflow for large ``|x|``."""
+    return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tsfm.kernels.reference._common import causal_mask, chunk_bounds, compute_dtype, masked_exp
+from tsfm.kernels._reference_common import causal_mask, chunk_bounds, compute_dtype, masked_exp
 
 MLSTMState = tuple[Tensor, Tensor, Tensor]
 """``(C [B, H, K, V], n [B, H, K], m [B, H])``: matrix memory, normaliser, stabiliser."""

@@ -1,6 +1,6 @@
 """sLSTM fused recurrent Triton kernels: forward, backward and the autograd function that calls them.
 
-The math is that of :func:`tsfm.kernels.reference.slstm.slstm_step` (the definition)::
+The math is that of :func:`tsfm.kernels.slstm.reference.slstm_step` (the definition)::
 
     (ĩ, f̃, z̃, õ) = x_gates_t + h_{t-1} @ R[h, gate]
     m_t = max(ĩ, logsig(f̃) + m_{t-1}),  i' = exp(ĩ - m_t),  f' = exp(logsig(f̃) + m_{t-1} - m_t)
@@ -11,6 +11,8 @@ with the four recurrent matrices ``R[h, g]`` and the state ``(h, c, n, m)`` on c
 sequence (forward) and one for the backward, instead of one per step. Heads wider than ``R_ON_CHIP_MAX`` (64) keep
 the state on chip but read ``R`` from L2 at every step (``R_STREAM``): four float32 128 x 128 tiles do not fit in
 shared memory.
+
+Forward: :func:`slstm_fused_fwd`; backward: :func:`_recurrent_bwd` then :func:`_recurrent_weights_grad`.
 
 * ``_slstm_fwd_kernel``: writes ``h_t`` (dtype of ``x_gates``), the final state and, for the backward, the float32
   states ``h, c, n, m`` of every step.
@@ -34,17 +36,13 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from tsfm.kernels.triton._common import block, contiguous, dot_precision
+from tsfm.kernels._triton_common import block, contiguous, dot_precision
+from tsfm.kernels._triton_common import logsigmoid as _logsigmoid
 
 SLSTMState = tuple[Tensor, Tensor, Tensor, Tensor]
 
 BB = 16
 """Batch rows per program (``tl.dot`` needs at least 16 rows on GPUs)."""
-
-
-@triton.jit
-def _logsigmoid(x):
-    return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))
 
 
 @triton.jit
@@ -286,9 +284,9 @@ def _slstm_dr_kernel(
     """``dR[h, g] = sum_rows h_{t-1}^T dx_gates[g]`` over one slice of ``ROWS`` rows ``(b, t)``, for one (head, gate).
 
     The reduction runs over all ``B * T`` rows; one matrix product with a reduction that long keeps a few programs
-    busy for milliseconds (cuBLAS picked a 32 x 32 float32 tile for it: 2.4 ms of a 3.9 ms step at (1024, 64, 4,
-    64)), so the rows are split into slices, each program writes its slice's partial sum, and the caller adds them.
-    ``h_{t-1}`` is read from the forward's stored states (the initial state at ``t = 0``), never materialised.
+    busy for milliseconds, so the rows are split into slices, each program writes its slice's partial sum, and the
+    caller adds them. ``h_{t-1}`` is read from the forward's stored states (the initial state at ``t = 0``), never
+    materialised.
     """
     i_s = tl.program_id(0)
     i_h = tl.program_id(1) // 4
@@ -325,9 +323,7 @@ def _dr_slices(rows: int, heads: int, row_block: int) -> tuple[int, int]:
 
 
 def _num_warps(bd: int) -> int:
-    """Warps per program: 8 from 64-wide heads on. Compiled for sm_90 at D = 64 (bf16, tf32 products) the backward
-    spills 1.1 KB a thread at 4 warps and none at 8 (255 registers); the forward needs 255 registers at 4 and 128 at
-    8, and on the H200 runs 2-25% faster at 8 (0.64 -> 0.48 ms at (256, 256, 8, 64))."""
+    """Warps per program: 8 from 64-wide heads on (no spills in the backward on sm_90)."""
     return 8 if bd >= 64 else 4
 
 
@@ -344,7 +340,8 @@ def slstm_fused_fwd(
     output_final_state: bool,
     store_states: bool,
 ) -> tuple[Tensor, SLSTMState | None, SLSTMState | None]:
-    """Forward stage: ``h [B, T, H, D]``, the final state (if asked) and every step's float32 state (if asked).
+    """Forward, one launch over the whole sequence: ``h [B, T, H, D]``, the final state (if asked) and every step's
+    float32 state (if asked).
 
     Args:
         x_gates: ``[B, T, H, 4, D]`` (contiguous); R: ``[H, 4, D, D]`` (contiguous).
@@ -357,22 +354,64 @@ def slstm_fused_fwd(
     bd = block(dim)
     out = torch.empty(batch, length, heads, dim, device=dev, dtype=x_gates.dtype)
     has_init = initial_state is not None
-    init = contiguous(*(s.float() for s in initial_state)) if has_init else [out] * 4
+    h0, c0, n0, m0 = contiguous(*(s.float() for s in initial_state)) if has_init else [out] * 4
     final = (
         tuple(torch.empty(batch, heads, dim, device=dev, dtype=f32) for _ in range(4)) if output_final_state else None
     )
     states = (
         tuple(torch.empty(batch, length, heads, dim, device=dev, dtype=f32) for _ in range(4)) if store_states else None
     )
-    grid = (triton.cdiv(batch, BB), heads)
-    _slstm_fwd_kernel[grid](
-        x_gates, R, *init, out, *(final or (out,) * 4), *(states or (out,) * 4),
-        batch, length,
-        H=heads, D=dim, BB=BB, BD=bd,
+    ht, ct, nt, mt = final or (out,) * 4
+    hs, cs, ns, ms = states or (out,) * 4
+    _slstm_fwd_kernel[(triton.cdiv(batch, BB), heads)](
+        x=x_gates, r=R, h0=h0, c0=c0, n0=n0, m0=m0,
+        out=out, ht=ht, ct=ct, nt=nt, mt=mt, hs=hs, cs=cs, ns=ns, ms=ms,
+        B=batch, T=length, H=heads, D=dim, BB=BB, BD=bd,
         HAS_INIT=has_init, STORE_FINAL=output_final_state, STORE_STATES=store_states,
         PRECISION=dot_precision(x_gates.dtype), R_STREAM=bd > R_ON_CHIP_MAX, num_warps=_num_warps(bd), num_stages=1,
     )  # fmt: skip
     return out, final, states
+
+
+def _recurrent_bwd(
+    *, x_gates: Tensor, R: Tensor, initial_state: SLSTMState | None, states: SLSTMState, dout: Tensor,
+    d_final: tuple[Tensor, Tensor, Tensor] | None,
+) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None]:  # fmt: skip
+    """Backward stage 1, the steps in reverse: the gate gradients ``dx_gates`` (dtype of ``x_gates``) and the
+    initial ``(h, c, n)``'s gradient (``None`` without an initial state)."""
+    batch, length, heads, _, dim = x_gates.shape
+    dev, f32 = x_gates.device, torch.float32
+    bd = block(dim)
+    dx = torch.empty(x_gates.shape, device=dev, dtype=x_gates.dtype)
+    has_init = initial_state is not None
+    dinit = tuple(torch.empty(batch, heads, dim, device=dev, dtype=f32) for _ in range(3)) if has_init else None
+    h0, c0, n0, m0 = initial_state if has_init else (dx,) * 4
+    dht, dct, dnt = d_final or (dx,) * 3
+    dh0, dc0, dn0 = dinit or (dx,) * 3
+    _slstm_bwd_kernel[(triton.cdiv(batch, BB), heads)](
+        x=x_gates, r=R, h0=h0, c0=c0, n0=n0, m0=m0, hs=states[0], cs=states[1], ns=states[2], ms=states[3],
+        dout=dout, dht=dht, dct=dct, dnt=dnt, dx=dx, dh0=dh0, dc0=dc0, dn0=dn0,
+        B=batch, T=length, H=heads, D=dim, BB=BB, BD=bd,
+        HAS_INIT=has_init, HAS_DFINAL=d_final is not None,
+        PRECISION=dot_precision(x_gates.dtype), R_STREAM=bd > R_ON_CHIP_MAX, num_warps=_num_warps(bd), num_stages=1,
+    )  # fmt: skip
+    return dx, dinit
+
+
+def _recurrent_weights_grad(*, hs: Tensor, h0: Tensor | None, dx: Tensor, R: Tensor) -> Tensor:
+    """Backward stage 2: ``dR[h, g] = sum_{b, t} h_{t-1}^T dx_gates[g]``, split over slices of rows and summed here;
+    ``hs`` holds every step's ``h`` and ``h0`` the initial one (``None``: zeros)."""
+    batch, length, heads, _, dim = dx.shape
+    row_block = 64
+    slices, per_slice = _dr_slices(batch * length, heads, row_block)
+    partial = torch.empty(slices, heads, 4, dim, dim, device=dx.device, dtype=torch.float32)
+    _slstm_dr_kernel[(slices, 4 * heads)](
+        hs=hs, h0=hs if h0 is None else h0, dx=dx, dr=partial,
+        B=batch, T=length, ROWS=per_slice, H=heads, D=dim, BD=block(dim), BR=row_block,
+        HAS_INIT=h0 is not None, DOT_BF16=dx.dtype != torch.float32, PRECISION=dot_precision(dx.dtype),
+        num_warps=_num_warps(block(dim)), num_stages=2,
+    )  # fmt: skip
+    return partial.sum(0).to(R.dtype)
 
 
 def slstm_fused_bwd(
@@ -383,7 +422,7 @@ def slstm_fused_bwd(
     dout: Tensor,
     d_final: tuple[Tensor | None, Tensor | None, Tensor | None],
 ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor, Tensor] | None]:
-    """Backward stage: gradients of ``x_gates`` and ``R``, and of the initial ``(h, c, n)`` (``None`` without one).
+    """Backward: gradients of ``x_gates`` and ``R``, and of the initial ``(h, c, n)`` (``None`` without one).
 
     Args:
         x_gates, R: the forward inputs (contiguous).
@@ -392,38 +431,18 @@ def slstm_fused_bwd(
         dout: ``[B, T, H, D]`` gradient of the output.
         d_final: gradients of the final ``(h, c, n)``; ``None`` entries are zeros.
     """
-    batch, length, heads, _, dim = x_gates.shape
-    dev, f32 = x_gates.device, torch.float32
-    bd = block(dim)
-    dx = torch.empty(x_gates.shape, device=dev, dtype=x_gates.dtype)  # written in the input dtype by the kernel
-    has_init = initial_state is not None
-    has_dfinal = any(d is not None for d in d_final)
-    zeros = torch.zeros(batch, heads, dim, device=dev, dtype=f32)
-    dfinal = [zeros if d is None else d.float().contiguous() for d in d_final] if has_dfinal else [dx] * 3
-    dinit = tuple(torch.empty(batch, heads, dim, device=dev, dtype=f32) for _ in range(3)) if has_init else None
-    init = initial_state if has_init else (dx,) * 4
-    grid = (triton.cdiv(batch, BB), heads)
-    precision = dot_precision(x_gates.dtype)
-    _slstm_bwd_kernel[grid](
-        x_gates, R, *init, *states, dout.contiguous(), *dfinal, dx, *(dinit or (dx,) * 3),
-        batch, length,
-        H=heads, D=dim, BB=BB, BD=bd,
-        HAS_INIT=has_init, HAS_DFINAL=has_dfinal,
-        PRECISION=precision, R_STREAM=bd > R_ON_CHIP_MAX, num_warps=_num_warps(bd), num_stages=1,
-    )  # fmt: skip
-    # dR[h, g] = sum_{b, t} h_{t-1}^T dx_gates[g], split over slices of rows and summed here.
-    row_block = 64
-    slices, per_slice = _dr_slices(batch * length, heads, row_block)
-    partial = torch.empty(slices, heads, 4, dim, dim, device=dev, dtype=f32)
-    _slstm_dr_kernel[(slices, 4 * heads)](
-        states[0], init[0], dx, partial,
-        batch, length, per_slice,
-        H=heads, D=dim, BD=bd, BR=row_block,
-        HAS_INIT=has_init, DOT_BF16=x_gates.dtype != torch.float32, PRECISION=precision,
-        num_warps=_num_warps(bd), num_stages=2,
-    )  # fmt: skip
-    dR = partial.sum(0)
-    return dx, dR.to(R.dtype), dinit
+    if all(d is None for d in d_final):
+        d_final_f32 = None
+    else:
+        batch, _, heads, dim = states[0].shape
+        zeros = torch.zeros(batch, heads, dim, device=dout.device, dtype=torch.float32)
+        d_final_f32 = tuple(zeros if d is None else d.float().contiguous() for d in d_final)
+    dx, dinit = _recurrent_bwd(
+        x_gates=x_gates, R=R, initial_state=initial_state, states=states, dout=dout.contiguous(), d_final=d_final_f32
+    )
+    h0 = initial_state[0] if initial_state is not None else None
+    dR = _recurrent_weights_grad(hs=states[0], h0=h0, dx=dx, R=R)
+    return dx, dR, dinit
 
 
 class SLSTMFusedFunction(torch.autograd.Function):

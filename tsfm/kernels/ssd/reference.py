@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tsfm.kernels.reference._common import causal_mask, chunk_bounds, compute_dtype, masked_exp
+from tsfm.kernels._reference_common import causal_mask, chunk_bounds, compute_dtype, masked_exp
 
 
 def ssd_init_state(

@@ -19,8 +19,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from tsfm.kernels.triton._common import block, contiguous
-from tsfm.kernels.triton.ssd.chunk import ssd_chunk
+from tsfm.kernels._triton_common import block, contiguous
+from tsfm.kernels.ssd.chunk import ssd_chunk
 
 
 @triton.jit
@@ -90,6 +90,7 @@ def ssd_step(
     y = torch.empty_like(x)
     bn, bp = block(n_dim), min(block(p_dim), 32)  # small P-blocks: more programs to stream the state at low batch
     _ssd_step_kernel[(batch * heads, triton.cdiv(p_dim, bp))](
-        x, dt, A, B, C, state, y, out, H=heads, N=n_dim, P=p_dim, BN=bn, BP=bp, num_warps=4 if bn * bp >= 4096 else 2
+        x=x, dt=dt, A=A, Bm=B, Cm=C, s=state, y=y, s_out=out,
+        H=heads, N=n_dim, P=p_dim, BN=bn, BP=bp, num_warps=4 if bn * bp >= 4096 else 2,
     )  # fmt: skip
     return y, out

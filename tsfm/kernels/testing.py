@@ -1,7 +1,7 @@
 """Checking a Triton op against its float64 reference: outputs, final states and gradients of every input.
 
-Used by the CPU tests (under ``TRITON_INTERPRET=1``) and by ``benchmarks/kernels.py`` on the GPU, so both check the
-same thing the same way. Imports no Triton.
+Used by the CPU tests (under ``TRITON_INTERPRET=1``) and by ``benchmarks/bench_kernels.py`` on the GPU, so both
+check the same thing the same way. Imports no Triton.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from tsfm.kernels.triton.mlstm.chunk import MLSTMState, mlstm_chunk
+from tsfm.kernels.mlstm.chunk import MLSTMState, mlstm_chunk
 
 
 def mlstm_step(

@@ -1,0 +1,82 @@
+"""The leaderboard's aggregation: each configuration's MASE and CRPS divided by Seasonal Naive's, then geometric
+means per model, overall and per term."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..data.gift_eval import Term
+from .protocol import CRPS, MASE
+
+NORMALISER = "seasonal_naive"
+"""The model every score is divided by, per configuration."""
+
+
+def geometric_mean(values: Sequence[float] | np.ndarray | pd.Series) -> float:
+    """``exp(mean(log(values)))``, the leaderboard's aggregate of normalised scores.
+
+    Raises:
+        ValueError: a value is not finite and positive (a ratio to Seasonal Naive always is, unless a metric broke).
+    """
+    array = np.asarray(values, dtype=np.float64)
+    if array.size == 0:
+        raise ValueError("geometric mean of no values")
+    bad = ~(np.isfinite(array) & (array > 0))
+    if bad.any():
+        raise ValueError(f"geometric mean needs finite positive values, got {array[bad]}")
+    return float(np.exp(np.mean(np.log(array))))
+
+
+def normalise(results: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, each model's MASE and CRPS divided by the baseline's (Seasonal Naive) on the same key.
+
+    Args:
+        results: ``all_results.csv`` rows of one or more models.
+        baseline: the normaliser's rows (one per ``dataset`` key).
+
+    Returns:
+        Columns ``dataset``, ``model``, ``term``, ``MASE``, ``CRPS`` (ratios); rows without a baseline value are
+        dropped.
+    """
+    base = baseline.drop_duplicates("dataset", keep="last").set_index("dataset")
+    merged = results[results["dataset"].isin(base.index)]
+    return pd.DataFrame(
+        {
+            "dataset": merged["dataset"].to_numpy(),
+            "model": merged["model"].to_numpy(),
+            "term": merged["dataset"].str.rsplit("/", n=1).str[-1].to_numpy(),
+            "MASE": (merged[MASE] / base.loc[merged["dataset"], MASE].to_numpy()).to_numpy(),
+            "CRPS": (merged[CRPS] / base.loc[merged["dataset"], CRPS].to_numpy()).to_numpy(),
+        }
+    )
+
+
+def summarise(normalised: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
+    """Geometric means of normalised MASE and CRPS per model: ``{model: {"overall"|term: {"MASE", "CRPS", "n"}}}``.
+
+    A ratio that is not finite and positive (a configuration where Seasonal Naive's in-sample error is zero makes
+    MASE undefined) is left out of its metric's mean and counted in ``"excluded"``, so one degenerate
+    configuration does not void a long run.
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for model, rows in normalised.groupby("model", sort=False):
+        groups = {"overall": rows, **{t.value: rows[rows["term"] == t.value] for t in Term}}
+        out[str(model)] = {name: _means(g) for name, g in groups.items() if len(g)}
+    return out
+
+
+def _means(rows: pd.DataFrame) -> dict[str, float]:
+    result: dict[str, float] = {"n": len(rows)}
+    excluded = 0
+    for metric in ("MASE", "CRPS"):
+        values = rows[metric].to_numpy(dtype=np.float64)
+        ok = np.isfinite(values) & (values > 0)
+        excluded = max(excluded, int((~ok).sum()))
+        result[metric] = geometric_mean(values[ok]) if ok.any() else math.nan
+    if excluded:
+        result["excluded"] = excluded
+    return result
