@@ -7,6 +7,12 @@ queue; when it frees up, everything queued (up to ``max_batch_series`` series) g
 thread is idle, the first request holds the batch open for ``window_s`` so that requests arriving together share
 a call. With batching off, each request is its own call (still on the model thread).
 
+Work is bounded two ways. A request larger than ``max_batch_series`` is split into jobs of at most that many series,
+queued in order; when its caller gives up (a timeout), its jobs not yet started are dropped, so the model is free
+again after at most the one call that was running. And the queue holds at most ``max_queued_series`` series: a
+request that would pass it fails at once with ``QueueFull`` (the app answers 503 with ``Retry-After``), since
+waiting in a longer queue would only add latency for everyone.
+
 A batch is cut by horizon (``prediction_length``) and run through ``tsfm.predict`` itself, with the union of the
 requested quantile levels; each request then takes its rows and its levels. So the numbers are those of
 ``predict`` on the same series: ``predict`` groups series by length and pads each as if it were alone, and its
@@ -42,6 +48,10 @@ class BatcherClosed(RuntimeError):
     """The batcher stopped (the service is shutting down) before this job ran."""
 
 
+class QueueFull(RuntimeError):
+    """The queue holds ``max_queued_series`` series already; the request was not queued."""
+
+
 class Forecast(NamedTuple):
     """One request's result: quantiles ``[N, H, len(levels)]`` and median ``[N, H]`` (float32), as ``predict``."""
 
@@ -73,7 +83,8 @@ class MicroBatcher:
         model: a loaded model (``tsfm.model.Forecaster`` or anything ``tsfm.predict`` accepts).
         enabled: merge concurrent requests into shared calls; ``False`` runs each request alone.
         window_s: how long an idle batcher waits after the first request for more to join.
-        max_batch_series: series per model call (a larger single request still runs, alone).
+        max_batch_series: series per model call; a larger request is split into several calls.
+        max_queued_series: series that may wait (all requests together); ``None``: no limit.
         on_batch: called on the event loop after each model call (metrics).
 
     Use ``start()`` inside the running event loop, then ``await submit(...)``; ``close()`` fails what is pending.
@@ -86,13 +97,15 @@ class MicroBatcher:
         enabled: bool = True,
         window_s: float = 0.005,
         max_batch_series: int = 256,
+        max_queued_series: int | None = None,
         on_batch: Callable[[BatchStats], None] | None = None,
         executor: ThreadPoolExecutor | None = None,
     ) -> None:
         self.model = model
         self.enabled = enabled
         self.window_s = window_s
-        self.max_batch_series = max_batch_series
+        self.max_batch_series = max(max_batch_series, 1)
+        self.max_queued_series = max_queued_series
         self.on_batch = on_batch
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsfm-model")
         self._owns_executor = executor is None
@@ -103,7 +116,8 @@ class MicroBatcher:
 
     @property
     def queued_series(self) -> int:
-        return sum(len(job.series) for job in self._pending)
+        """Series waiting for the model (jobs whose caller gave up are not counted)."""
+        return sum(len(job.series) for job in self._pending if not job.future.done())
 
     def start(self) -> None:
         """Start the collector task on the running loop."""
@@ -131,14 +145,39 @@ class MicroBatcher:
     ) -> Forecast:
         """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it.
 
-        Cancelling the caller (a timeout) drops the job if it has not started, and discards its result if it has.
+        Cancelling the caller (a timeout) drops the jobs that have not started and discards the result of the one
+        that has.
+
+        Raises:
+            QueueFull: the queue is not empty and would hold more than ``max_queued_series`` series with these.
         """
         if self._task is None or self._wakeup is None:
             raise RuntimeError("MicroBatcher.start() was not called")
-        future: asyncio.Future[Forecast] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Job(list(series), prediction_length, tuple(quantile_levels), future))
+        series = list(series)
+        if self.max_queued_series is not None and self._pending:
+            queued = self.queued_series
+            if queued + len(series) > self.max_queued_series:
+                raise QueueFull(
+                    f"the forecast queue is full ({queued} series waiting, limit {self.max_queued_series}: "
+                    "max_queued_series); retry shortly"
+                )
+        loop = asyncio.get_running_loop()
+        levels = tuple(quantile_levels)
+        futures: list[asyncio.Future[Forecast]] = []
+        for first in range(0, len(series), self.max_batch_series):
+            future: asyncio.Future[Forecast] = loop.create_future()
+            self._pending.append(_Job(series[first : first + self.max_batch_series], prediction_length, levels, future))
+            futures.append(future)
         self._wakeup.set()
-        return await future
+        try:
+            parts = [await future for future in futures]
+        except BaseException:  # a timeout (cancellation) or a failed part: the rest is not worth running
+            for future in futures:
+                future.cancel()
+            raise
+        if len(parts) == 1:
+            return parts[0]
+        return Forecast(np.concatenate([p.quantiles for p in parts]), np.concatenate([p.median for p in parts]))
 
     # ------------------------------------------------------------------------------------------------------------
 
@@ -240,7 +279,7 @@ class MicroBatcher:
                 horizon,
                 model=self.model,
                 quantile_levels=levels,
-                batch_size=max(self.max_batch_series, 1),
+                batch_size=self.max_batch_series,
                 show_progress=False,
             )
         out: list[Forecast] = []
