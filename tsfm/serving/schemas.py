@@ -153,7 +153,7 @@ class SeriesInputBase(BaseModel):
     )
     item_id: ItemId | None = None
     start: Start | None = None
-    freq: Annotated[StrictStr, Field(pattern=FREQ_PATTERN)] | None = Field(
+    freq: Annotated[StrictStr, WithJsonSchema({"type": "string", "pattern": FREQ_PATTERN})] | None = Field(
         None, description="pandas frequency alias of the series, with an optional multiplier: 'h', '15min', 'D', "
         "'B', 'bh', 'W-SUN', 'MS', 'ME', 'QS', 'YE' ... (the pattern lists them all)"
     )
@@ -187,6 +187,13 @@ class SeriesInputBase(BaseModel):
         installed."""
         if freq is None:
             return None
+        if freq.startswith("-"):
+            raise ValueError(f"freq must step forward in time, got {freq[:40]!r}")
+        if not _FREQ.fullmatch(freq):
+            raise ValueError(
+                f"unknown freq {freq[:40]!r}; use a pandas alias with an optional multiplier: 'h', '15min', 'D', 'B', "
+                "'bh', 'W-SUN', 'MS', 'ME', 'QS', 'YE' ... (the OpenAPI schema's pattern lists them all)"
+            )
         try:
             parse_freq(freq)
         except Exception:  # pandas raises assorted types for odd strings; all mean the same to the client
