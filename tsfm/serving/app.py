@@ -496,8 +496,20 @@ def _validation_error(
 def _add_info_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
     served = service.served
     auth_errors = {401: {"model": ErrorDetail, "description": "missing or wrong API key"}} if auth else None
+    # an OpenAPI link: what /v1/models lists is what /v1/forecast takes (stateful tests follow it)
+    models_links = {200: {"links": {"ForecastWithListedModel": {
+        "operationId": "forecast",
+        "requestBody": {"parameters": {"model": "$response.body#/models/0/name"}},
+        "description": "forecast with the model /v1/models lists first",
+    }}}}
 
-    @app.get("/v1/models", response_model=ModelsResponse, dependencies=auth, responses=auth_errors, tags=["forecast"])
+    @app.get(
+        "/v1/models",
+        response_model=ModelsResponse,
+        dependencies=auth,
+        responses={**models_links, **(auth_errors or {})},
+        tags=["forecast"],
+    )
     async def models() -> ModelsResponse:
         """The served model(s), what they read and predict, and the limits on a request."""
         config = served.config

@@ -135,6 +135,7 @@ def _integral(value: Any) -> Any:
 
 
 PredictionLength = Annotated[StrictInt, BeforeValidator(_integral)]
+"""A JSON integer: what JSON Schema's "integer" admits (``395.0`` too), and nothing else (``"395"``, ``true``)."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -334,7 +335,8 @@ def build_schemas(
     names = tuple(model_names)
     model_type: Any = Literal[names]  # Literal["a", "b"] == Literal[("a", "b")]
     item_id_type: Any = Annotated[
-        Annotated[StrictStr, Field(max_length=max_item_id_length)] | Annotated[StrictInt, Field(ge=-INT64, lt=INT64)],
+        Annotated[StrictStr, Field(max_length=max_item_id_length)]
+        | Annotated[PredictionLength, Field(ge=-INT64, lt=INT64)],  # any JSON integer, 7.0 included
         AfterValidator(_encodable),
         Field(description="series id, echoed in the answer (default: position)"),
     ]
