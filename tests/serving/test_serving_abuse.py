@@ -271,6 +271,45 @@ def test_a_timed_out_request_stops_at_the_next_batch(make_client) -> None:
     assert model.calls <= 4  # up to three calls of the big request (not five), then the small one
 
 
+def test_a_client_that_disconnects_frees_the_model(live_server) -> None:
+    """The work of a request whose client went away stops at its next call (nobody reads the answer)."""
+    model = SlowModel(delay=0.3)
+    base = live_server(model=model, warmup=False, max_batch_series=2, batch_window_ms=0)
+    big = {"inputs": [{"target": [float(i), 2.0, 3.0]} for i in range(20)], "parameters": {"prediction_length": 2}}
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(f"{base}/v1/forecast", json=big, timeout=0.5)  # gives up and closes the connection
+    time.sleep(0.5)
+    calls = model.calls
+    time.sleep(0.7)
+    assert model.calls - calls <= 1, "the abandoned request kept the model busy"
+    assert model.calls <= 5  # of the ten calls the request needed
+
+
+def test_large_requests_take_turns_with_small_ones(make_client) -> None:
+    """A large request's calls are queued one at a time, so a small request waits for one of them, not all."""
+    from tsfm.serving.app import create_app
+
+    model = SlowModel(delay=0.2)
+    app = create_app(model=model, load_in_background=False, warmup=False, max_batch_series=2, batch_window_ms=0)
+    big = {"inputs": [{"target": [float(i), 2.0, 3.0]} for i in range(12)], "parameters": {"prediction_length": 2}}
+    small = {"inputs": [{"target": [1.0, 2.0, 3.0]}] * 2, "parameters": {"prediction_length": 2}}
+
+    async def both() -> float:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as http:
+                large = asyncio.ensure_future(http.post("/v1/forecast", json=big))
+                await asyncio.sleep(0.1)  # the large request's first call is running
+                started = time.perf_counter()
+                assert (await http.post("/v1/forecast", json=small)).status_code == 200
+                waited = time.perf_counter() - started
+                assert (await large).status_code == 200
+                return waited
+
+    waited = asyncio.run(both())
+    assert waited < 0.7, f"the small request waited {waited:.2f} s behind the large one (six calls: 1.2 s)"
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 7. The key before the body
 

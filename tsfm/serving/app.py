@@ -266,7 +266,9 @@ def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> type
         batcher = _ready_batcher(service)
         body = await request.body()  # already read, within its limits, by BodyLimitMiddleware
         try:
-            return await asyncio.wait_for(_answer(service, batcher, request_class, body), settings.request_timeout_s)
+            return await _unless_disconnected(
+                request, asyncio.wait_for(_answer(service, batcher, request_class, body), settings.request_timeout_s)
+            )
         except asyncio.TimeoutError:
             raise HTTPException(
                 status.HTTP_504_GATEWAY_TIMEOUT,
@@ -282,6 +284,29 @@ def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> type
             ) from None
 
     return request_class
+
+
+async def _unless_disconnected(request: Request, work: Any) -> Response:
+    """``await work``, cancelled if the client goes away first: nobody would read the answer, and its model calls
+    would delay everyone else's. Answers 499 (nginx's "client closed request"), which no client sees, for the logs
+    and metrics."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+    if task.cancelled():
+        return Response(status_code=499)
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Return once the client disconnects (the body was read already, so ``receive`` only waits for that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 @dataclass

@@ -8,8 +8,10 @@ thread is idle, the first request holds the batch open for ``window_s`` so that 
 a call. With batching off, each request is its own call (still on the model thread).
 
 Work is bounded two ways. A request larger than ``max_batch_series`` is split into jobs of at most that many series,
-queued in order; when its caller gives up (a timeout), its jobs not yet started are dropped, so the model is free
-again after at most the one call that was running. And the queue holds at most ``max_queued_series`` series: a
+queued one after the other: the next job joins the queue when the previous one is done, behind whatever arrived
+meanwhile, so a large request takes turns with small ones instead of holding the model for all its calls; and when
+its caller gives up (a timeout, a disconnect), no further job of it is queued, so the model is free again after at
+most the one call that was running. And the queue holds at most ``max_queued_series`` series: a
 request that would pass it fails at once with ``QueueFull`` (the app answers 503 with ``Retry-After``), since
 waiting in a longer queue would only add latency for everyone.
 
@@ -163,18 +165,16 @@ class MicroBatcher:
                 )
         loop = asyncio.get_running_loop()
         levels = tuple(quantile_levels)
-        futures: list[asyncio.Future[Forecast]] = []
+        parts: list[Forecast] = []
         for first in range(0, len(series), self.max_batch_series):
             future: asyncio.Future[Forecast] = loop.create_future()
             self._pending.append(_Job(series[first : first + self.max_batch_series], prediction_length, levels, future))
-            futures.append(future)
-        self._wakeup.set()
-        try:
-            parts = [await future for future in futures]
-        except BaseException:  # a timeout (cancellation) or a failed part: the rest is not worth running
-            for future in futures:
+            self._wakeup.set()
+            try:
+                parts.append(await future)
+            except BaseException:  # a timeout or disconnect (cancellation), or a failed part: stop here
                 future.cancel()
-            raise
+                raise
         if len(parts) == 1:
             return parts[0]
         return Forecast(np.concatenate([p.quantiles for p in parts]), np.concatenate([p.median for p in parts]))
