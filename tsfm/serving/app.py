@@ -21,29 +21,28 @@ class in the endpoint's signature, not a string it cannot resolve.
 import asyncio
 import json
 import logging
-import math
+import multiprocessing
 import os
 from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 from fastapi import Depends, FastAPI, HTTPException, Request, status
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import ValidationError
 
 from tsfm import __version__
 from tsfm.df_utils import ForecastInputError
+from tsfm.serving import parsing
 from tsfm.serving.auth import ApiKeyMiddleware, api_key_dependency
-from tsfm.serving.batching import BatcherClosed, Forecast, MicroBatcher, QueueFull
+from tsfm.serving.batching import BatcherClosed, MicroBatcher, QueueFull
 from tsfm.serving.docs import add_offline_docs
 from tsfm.serving.limits import BodyLimitMiddleware
 from tsfm.serving.metrics import Metrics, MetricsMiddleware
@@ -51,21 +50,16 @@ from tsfm.serving.registry import ModelSource, ServedModel
 from tsfm.serving.schemas import (
     REQUEST_EXAMPLES,
     ErrorDetail,
-    ForecastRequestBase,
     ForecastResponse,
     Health,
     ModelInfo,
     ModelsResponse,
     Readiness,
     ValidationErrorBody,
-    build_schemas,
 )
 from tsfm.serving.settings import Settings
-from tsfm.serving.timestamps import TimeAxis, TimestampsTooCostly, build_timestamps
 
 PAGE_DIR = Path(__file__).parent / "page"
-MAX_ERRORS = 20  # validation errors listed in one 422 (a 16 MB body can hold a million bad values)
-MAX_ECHO_CHARS = 120  # characters of a bad input echoed back in a 422
 API_DESCRIPTION = """Zero-shot probabilistic forecasts from a pretrained tsfm model.
 
 Send one or many series to `POST /v1/forecast`; the answer holds the `median` and the requested quantile levels
@@ -84,7 +78,9 @@ class Service:
     served: ServedModel
     metrics: Metrics
     executor: ThreadPoolExecutor | None = None  # the model thread; one per run of the app (startup to shutdown)
+    spec: parsing.RequestSpec | None = None  # this app's request class, rebuildable in the helper process
     parser: ThreadPoolExecutor | None = None  # parsing, validation, timestamps, JSON answers: off the event loop
+    helper: ProcessPoolExecutor | None = None  # the same for large bodies and answers, started on first use
     batcher: MicroBatcher | None = None
     loader: "asyncio.Task[None] | None" = None
 
@@ -122,11 +118,11 @@ def create_app(settings: Settings | None = None, *, model: ModelSource | None = 
     known_paths: set[str] = set()
     _add_middleware(app, service, known_paths)
     auth = [Depends(api_key_dependency(settings.api_key.get_secret_value()))] if settings.api_key else []
-    request_class = _add_forecast_route(app, service, auth)
+    _add_forecast_route(app, service, auth)
     _add_info_routes(app, service, auth)
     add_offline_docs(app)
     _add_page(app)
-    _document_request_body(app, request_class)
+    _document_request_body(app, service)
     known_paths.update(getattr(route, "path", "") for route in app.routes)
     return app
 
@@ -162,6 +158,9 @@ def _lifespan(service: Service) -> Any:
                 await service.batcher.close()
             service.executor.shutdown(wait=False, cancel_futures=True)
             service.parser.shutdown(wait=False, cancel_futures=True)
+            if service.helper is not None:
+                service.helper.shutdown(wait=False, cancel_futures=True)
+                service.helper = None
             service.loader = service.batcher = service.executor = service.parser = None  # may start again (tests)
             torch.set_num_threads(threads_before)  # torch's setting is process-wide: leave it as found
             service.metrics.model_ready.labels(service.served.name).set(0)
@@ -189,6 +188,8 @@ async def _load(service: Service) -> None:
     )
     batcher.start()
     service.batcher = batcher
+    if settings.helper_process and settings.load_in_background:  # a served app: start the helper before it is needed
+        await asyncio.get_running_loop().run_in_executor(_helper(service), parsing.warm_up)
     service.metrics.model_ready.labels(served.name).set(1)
     log.info("model %s ready in %.2f s", served.name, served.load_seconds or 0.0)
 
@@ -219,10 +220,10 @@ def _add_middleware(app: FastAPI, service: Service, known_paths: set[str]) -> No
 # POST /v1/forecast
 
 
-def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> type[ForecastRequestBase]:
+def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> None:
     settings, served = service.settings, service.served
-    schemas = build_schemas(
-        model_names=[served.name],
+    service.spec = parsing.RequestSpec(
+        model_names=(served.name,),
         context_length=served.config.context_length,
         max_series_per_request=settings.max_series_per_request,
         max_points_per_series=settings.max_points_per_series,
@@ -230,8 +231,8 @@ def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> type
         max_quantile_levels=settings.max_quantile_levels,
         max_forecast_values=settings.max_forecast_values,
         max_item_id_length=settings.max_item_id_length,
+        max_calendar_timestamps=settings.max_calendar_timestamps,
     )
-    request_class = schemas.request
     errors: dict[int | str, dict[str, Any]] = {
         408: {"model": ErrorDetail, "description": "the body did not arrive within body_timeout_s"},
         413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},
@@ -267,7 +268,7 @@ def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> type
         body = await request.body()  # already read, within its limits, by BodyLimitMiddleware
         try:
             return await _unless_disconnected(
-                request, asyncio.wait_for(_answer(service, batcher, request_class, body), settings.request_timeout_s)
+                request, asyncio.wait_for(_answer(service, batcher, body), settings.request_timeout_s)
             )
         except asyncio.TimeoutError:
             raise HTTPException(
@@ -282,8 +283,6 @@ def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> type
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE, "the service is shutting down", headers={"Retry-After": "1"}
             ) from None
-
-    return request_class
 
 
 async def _unless_disconnected(request: Request, work: Any) -> Response:
@@ -309,84 +308,47 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-@dataclass
-class _Prepared:
-    """A validated request, ready for the model: arrays, and what the answer needs besides the forecast."""
-
-    arrays: list[np.ndarray]
-    item_ids: list[str | int]
-    timestamps: list[list[str] | None]
-    prediction_length: int
-    levels: tuple[float, ...]
-    model: str
-    warnings: list[str]
-
-
-async def _answer(
-    service: Service, batcher: MicroBatcher, request_class: type[ForecastRequestBase], body: bytes
-) -> Response:
-    """Parse and validate, forecast, write the answer: the CPU work on threads, the event loop only waiting."""
-    loop = asyncio.get_running_loop()
-    parser = service.parser
-    assert parser is not None, "the parse thread starts with the app"
-    prepared = await loop.run_in_executor(parser, _prepare, service, request_class, body)
-    result = await batcher.submit(prepared.arrays, prepared.prediction_length, prepared.levels)
-    content = await loop.run_in_executor(parser, _render, prepared, result)
+async def _answer(service: Service, batcher: MicroBatcher, body: bytes) -> Response:
+    """Parse and validate, forecast, write the answer: the CPU work off the event loop, which only waits."""
+    settings = service.settings
+    prepared: parsing.Prepared = await _off_loop(
+        service, len(body) > settings.inline_parse_bytes, parsing.prepare, service.spec, body
+    )
+    del body
+    horizon, levels = prepared.prediction_length, prepared.levels
+    notes = _warnings(service.served, horizon, levels, prepared.arrays)
+    result = await batcher.submit(prepared.arrays, horizon, levels)
+    values = result.median.size * (len(levels) + 1)
+    content = await _off_loop(
+        service, values * 8 > settings.inline_parse_bytes, parsing.render, service.spec, prepared.item_ids,
+        prepared.axes, levels, prepared.model or service.served.name, notes, result.quantiles, result.median,
+    )
     return Response(content, media_type="application/json")
 
 
-def _prepare(service: Service, request_class: type[ForecastRequestBase], body: bytes) -> _Prepared:
-    """On the parse thread: JSON -> validated request -> arrays and timestamps; 422 on anything wrong."""
-    if not body.strip():
-        raise _validation_error(("body",), "Field required: the request has no body", None, kind="missing")
+async def _off_loop(service: Service, large: bool, function: Any, *args: Any) -> Any:
+    """``function(*args)`` on the parse thread, or for large bodies and answers in the helper process: their parse
+    or write holds the GIL for as long as it takes, which on any thread of this process would stall the event loop.
+    ``InvalidRequest`` becomes FastAPI's 422."""
+    loop = asyncio.get_running_loop()
+    executor: Executor | None = _helper(service) if large and service.settings.helper_process else service.parser
+    assert executor is not None, "the parse thread starts with the app"
     try:
-        request: Any = request_class.model_validate_json(body)
-    except ValidationError as err:
-        raise RequestValidationError(
-            [{**error, "loc": ("body", *error["loc"])} for error in err.errors(include_url=False)]
-        ) from None
-    del body
-    params = request.parameters
-    horizon: int = params.prediction_length
-    levels = tuple(params.quantile_levels)
-    axes = [TimeAxis(series.start, series.freq, len(series.target)) for series in request.inputs]
-    try:
-        stamps = build_timestamps(axes, horizon, max_calendar_timestamps=service.settings.max_calendar_timestamps)
-    except TimestampsTooCostly as err:
-        raise _validation_error(("body", "inputs"), str(err), None) from None
-    arrays = [np.asarray(series.target, dtype=np.float64) for series in request.inputs]
-    return _Prepared(
-        arrays=arrays,
-        item_ids=[i if series.item_id is None else series.item_id for i, series in enumerate(request.inputs)],
-        timestamps=stamps.per_series,
-        prediction_length=horizon,
-        levels=levels,
-        model=params.model or service.served.name,
-        warnings=_warnings(service.served, horizon, levels, arrays) + stamps.warnings,
-    )
+        return await loop.run_in_executor(executor, function, *args)
+    except parsing.InvalidRequest as err:
+        raise RequestValidationError(err.errors) from None
+    except BrokenProcessPool:  # the helper died (out of memory?): start a new one for the next request
+        service.helper = None
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the parsing helper process failed; retry shortly",
+                            headers={"Retry-After": "1"}) from None
 
 
-def _render(prepared: _Prepared, result: Forecast) -> bytes:
-    """On the parse thread: the answer as JSON bytes, float32 values in their shortest form (orjson).
-
-    Ten times faster than ``json.dumps`` of Python floats and about half the bytes; parsing a value and rounding it
-    to float32 gives back exactly what the model produced.
-    """
-    _check_finite(result.quantiles, result.median)
-    median = np.ascontiguousarray(result.median)  # [N, H]
-    by_level = np.ascontiguousarray(np.moveaxis(result.quantiles, 2, 1))  # [N, Q, H]: one row per answer array
-    keys = [str(level) for level in prepared.levels]
-    predictions = []
-    for i, item_id in enumerate(prepared.item_ids):
-        entry: dict[str, Any] = {"item_id": item_id}
-        if prepared.timestamps[i] is not None:
-            entry["timestamps"] = prepared.timestamps[i]
-        entry["median"] = median[i]
-        for j, key in enumerate(keys):
-            entry[key] = by_level[i, j]
-        predictions.append(entry)
-    content = {"model": prepared.model, "predictions": predictions, "warnings": prepared.warnings}
-    return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+def _helper(service: Service) -> Executor:
+    """The helper process for large bodies, started on first use (``spawn``: a fork would copy the model and
+    torch's threads; the helper imports only pydantic, pandas and the schemas)."""
+    if service.helper is None:
+        service.helper = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    return service.helper
 
 
 def _ready_batcher(service: Service) -> MicroBatcher:
@@ -398,7 +360,7 @@ def _ready_batcher(service: Service) -> MicroBatcher:
     raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail, headers={"Retry-After": "1"})
 
 
-def _document_request_body(app: FastAPI, request_class: type[ForecastRequestBase]) -> None:
+def _document_request_body(app: FastAPI, service: Service) -> None:
     """Put the request's JSON Schema into the OpenAPI components: the route reads its body itself (off the event
     loop), so FastAPI does not see the model."""
     make_openapi = app.openapi
@@ -406,7 +368,8 @@ def _document_request_body(app: FastAPI, request_class: type[ForecastRequestBase
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             spec = make_openapi()
-            schema = request_class.model_json_schema(ref_template="#/components/schemas/{model}")
+            assert service.spec is not None
+            schema = service.spec.request_class().model_json_schema(ref_template="#/components/schemas/{model}")
             components = spec.setdefault("components", {}).setdefault("schemas", {})
             components.update(schema.pop("$defs", {}))
             components["ForecastRequest"] = schema
@@ -414,18 +377,6 @@ def _document_request_body(app: FastAPI, request_class: type[ForecastRequestBase
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def _check_finite(quantiles: np.ndarray, median: np.ndarray) -> None:
-    """A non-finite forecast cannot be sent as JSON; name the series instead of failing with 500."""
-    bad = ~(np.isfinite(quantiles).all(axis=(1, 2)) & np.isfinite(median).all(axis=1))
-    if bad.any():
-        index = int(np.argmax(bad))
-        raise _validation_error(
-            ("body", "inputs", index, "target"),
-            "the model's forecast for this series is not finite; its values are too extreme to scale",
-            None,
-        )
 
 
 def _warnings(served: ServedModel, horizon: int, levels: Sequence[float], arrays: Sequence[np.ndarray]) -> list[str]:
@@ -450,43 +401,11 @@ def _warnings(served: ServedModel, horizon: int, levels: Sequence[float], arrays
 
 
 async def _validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
-    """FastAPI's 422 body, kept short: at most ``MAX_ERRORS`` errors, each echoing at most a short preview of the bad
-    input (a 16 MB body must not come back as a 16 MB error), made JSON-safe (the echoed input may hold Infinity or
-    NaN, the very values being refused, which strict JSON cannot carry: they are sent as strings)."""
+    """FastAPI's 422 body, kept short (``tsfm.serving.parsing.short_errors``: at most 20 errors, each echoing a short
+    preview of the bad input) and JSON-safe (Infinity and NaN in an echoed input are sent as strings)."""
     assert isinstance(exc, RequestValidationError)
-    errors = list(exc.errors())
-    detail = [_short_error(error) for error in errors[:MAX_ERRORS]]
-    if len(errors) > MAX_ERRORS:
-        detail.append({"type": "too_many_errors", "loc": ["body"], "input": None,
-                       "msg": f"... and {len(errors) - MAX_ERRORS} more errors; fix these first"})
+    detail = parsing.short_errors(exc.errors())
     return AsciiJSONResponse(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, content={"detail": detail})
-
-
-def _short_error(error: Any) -> dict[str, Any]:
-    short = {"type": error.get("type"), "loc": list(error.get("loc", ())), "msg": error.get("msg", ""),
-             "input": _preview(error.get("input"))}
-    if error.get("ctx"):
-        short["ctx"] = {str(k): _preview(v) for k, v in error["ctx"].items()}
-    return _json_safe(jsonable_encoder(short))
-
-
-def _preview(value: Any) -> Any:
-    """Small values as they are; large ones (long strings, lists, objects, bytes) as a short text preview."""
-    if isinstance(value, (bytes, bytearray)):
-        value = bytes(value[:MAX_ECHO_CHARS]).decode("utf-8", "replace") + ("..." if len(value) > MAX_ECHO_CHARS
-                                                                                else "")
-        return value
-    if isinstance(value, str):
-        return value if len(value) <= MAX_ECHO_CHARS else value[:MAX_ECHO_CHARS] + f"... ({len(value)} characters)"
-    if isinstance(value, (list, tuple, dict)):
-        text = repr(value[:20] if isinstance(value, (list, tuple)) else dict(list(value.items())[:20]))
-        if len(value) <= 20 and len(text) <= MAX_ECHO_CHARS:
-            return value
-        kind = "items" if isinstance(value, (list, tuple)) else "keys"
-        return text[:MAX_ECHO_CHARS] + f"... ({len(value)} {kind})"
-    if isinstance(value, (int, float, bool)) or value is None:
-        return value
-    return _preview(str(value))
 
 
 class AsciiJSONResponse(JSONResponse):
@@ -495,16 +414,6 @@ class AsciiJSONResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    return value
 
 
 def _validation_error(

@@ -59,6 +59,14 @@ class Settings(BaseSettings):
         30.0, gt=0, description="seconds a forecast may take from its parsed body to its answer: validation, "
         "timestamps, queueing, model calls (504 beyond)"
     )
+    inline_parse_bytes: int = Field(
+        256 * 1024, ge=0, description="bodies up to this size (and answers up to about this size) are parsed and "
+        "written on a thread of the server process; larger ones in a helper process, since parsing holds Python's "
+        "GIL for as long as it takes and would stall the event loop (a 16 MB body: about a second)"
+    )
+    helper_process: bool = Field(
+        True, description="use the helper process for large bodies and answers (false: all on the parse thread)"
+    )
     max_queued_series: int = Field(
         4096, gt=0, description="series waiting for the model, all requests together; a request that would pass "
         "this gets 503 with Retry-After instead of waiting (a full queue only adds latency)"
