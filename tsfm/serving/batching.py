@@ -7,7 +7,10 @@ queue; when it frees up, everything queued (up to ``max_batch_series`` series) g
 thread is idle, the first request holds the batch open for ``window_s`` so that requests arriving together share
 a call. With batching off, each request is its own call (still on the model thread).
 
-Work is bounded two ways. A request larger than ``max_batch_series`` is split into jobs of at most that many series,
+Work is bounded two ways. A call's size is counted in series times forecast passes: a horizon up to
+``steps_per_pass`` (the model's trained horizon) is one pass, longer horizons are rolled out in more, so a series
+with horizon 1,024 weighs as much as eight with horizon 48. A request larger than ``max_batch_series`` of that
+weight is split into jobs of at most that weight,
 queued one after the other: the next job joins the queue when the previous one is done, behind whatever arrived
 meanwhile, so a large request takes turns with small ones instead of holding the model for all its calls; and when
 its caller gives up (a timeout, a disconnect), no further job of it is queued, so the model is free again after at
@@ -32,6 +35,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -85,7 +89,8 @@ class MicroBatcher:
         model: a loaded model (``tsfm.model.Forecaster`` or anything ``tsfm.predict`` accepts).
         enabled: merge concurrent requests into shared calls; ``False`` runs each request alone.
         window_s: how long an idle batcher waits after the first request for more to join.
-        max_batch_series: series per model call; a larger request is split into several calls.
+        max_batch_series: series per model call (each weighted by its forecast passes); a larger request is split.
+        steps_per_pass: horizon of one forecast pass (the model's trained horizon); ``None``: every horizon is one.
         max_queued_series: series that may wait (all requests together); ``None``: no limit.
         on_batch: called on the event loop after each model call (metrics).
 
@@ -99,6 +104,7 @@ class MicroBatcher:
         enabled: bool = True,
         window_s: float = 0.005,
         max_batch_series: int = 256,
+        steps_per_pass: int | None = None,
         max_queued_series: int | None = None,
         on_batch: Callable[[BatchStats], None] | None = None,
         executor: ThreadPoolExecutor | None = None,
@@ -107,6 +113,7 @@ class MicroBatcher:
         self.enabled = enabled
         self.window_s = window_s
         self.max_batch_series = max(max_batch_series, 1)
+        self.steps_per_pass = steps_per_pass
         self.max_queued_series = max_queued_series
         self.on_batch = on_batch
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsfm-model")
@@ -166,9 +173,10 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         levels = tuple(quantile_levels)
         parts: list[Forecast] = []
-        for first in range(0, len(series), self.max_batch_series):
+        size = max(1, self.max_batch_series // self._passes(prediction_length))
+        for first in range(0, len(series), size):
             future: asyncio.Future[Forecast] = loop.create_future()
-            self._pending.append(_Job(series[first : first + self.max_batch_series], prediction_length, levels, future))
+            self._pending.append(_Job(series[first : first + size], prediction_length, levels, future))
             self._wakeup.set()
             try:
                 parts.append(await future)
@@ -231,7 +239,8 @@ class MicroBatcher:
                 return
 
     def _take_batch(self) -> list[_Job]:
-        """Queued jobs in arrival order up to ``max_batch_series`` series (at least one job); skip abandoned ones."""
+        """Queued jobs in arrival order up to a weight of ``max_batch_series`` (at least one job), skipping abandoned
+        ones."""
         jobs: list[_Job] = []
         total = 0
         while self._pending:
@@ -239,11 +248,18 @@ class MicroBatcher:
             if job.future.done():
                 self._pending.popleft()
                 continue
-            if jobs and (not self.enabled or total + len(job.series) > self.max_batch_series):
+            weight = len(job.series) * self._passes(job.prediction_length)
+            if jobs and (not self.enabled or total + weight > self.max_batch_series):
                 break
             jobs.append(self._pending.popleft())
-            total += len(job.series)
+            total += weight
         return jobs
+
+    def _passes(self, prediction_length: int) -> int:
+        """Forecast passes of one series: a horizon past the trained one is rolled out pass by pass."""
+        if self.steps_per_pass is None:
+            return 1
+        return max(1, math.ceil(prediction_length / self.steps_per_pass))
 
     def _run(self, jobs: list[_Job]) -> list[Forecast | BaseException]:
         """On the model thread: one ``predict`` per horizon; a failing group is retried job by job."""

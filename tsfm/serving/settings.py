@@ -84,8 +84,10 @@ class Settings(BaseSettings):
         5.0, ge=0, description="how long the first waiting request holds the batch open for others (milliseconds)"
     )
     max_batch_series: int = Field(
-        256, gt=0, description="series in one model call; a bigger request is split into calls of at most this many "
-        "series, so a request that times out frees the model within one call"
+        64, gt=0, description="series in one model call, each counted once per forecast pass (a horizon past the "
+        "model's trained one takes several); a bigger request is split into calls of at most this size that take "
+        "turns with other requests, so one request holds the model for one call at a time and a timed-out one frees "
+        "it within one call"
     )
 
     api_key: SecretStr | None = Field(
