@@ -79,7 +79,7 @@ def test_tsfm_serve_answers_over_http(server: tuple[str, subprocess.Popen[str]])
         answer = http.post("/v1/forecast", json=body, headers=auth)
         assert answer.status_code == 200, answer.text
         prediction = answer.json()["predictions"][0]
-        assert prediction["item_id"] == "room" and len(prediction["mean"]) == 6
+        assert prediction["item_id"] == "room" and len(prediction["median"]) == 6
         assert prediction["timestamps"][0] == "2024-03-05T00:00:00"
 
         # bad requests over the wire: refused with the right status, and the server goes on
@@ -93,7 +93,8 @@ def test_tsfm_serve_answers_over_http(server: tuple[str, subprocess.Popen[str]])
 
     with httpx.Client(base_url=base, timeout=30) as http:  # a new connection after the 413 closed the old one
         assert http.post("/v1/forecast", json=body, headers=auth).status_code == 200
-        metrics = http.get("/metrics").text
+        assert http.get("/metrics").status_code == 401  # with a key set, /metrics needs it too
+        metrics = http.get("/metrics", headers=auth).text
         assert 'tsfm_http_requests_total{method="POST",route="/v1/forecast",status="200"} 2.0' in metrics
         assert "tsfm_http_errors_total" in metrics and 'status="500"' not in metrics
         assert "<title>tsfm" in http.get("/").text

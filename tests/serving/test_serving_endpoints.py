@@ -39,9 +39,9 @@ def test_forecast_answer_matches_predict(client: TestClient, tiny_model_path, se
     quantiles, median = predict(series, 20, model=tiny_model_path, quantile_levels=[0.9, 0.1, 0.5, 0.25])
     assert [p["item_id"] for p in answer["predictions"]] == ["s0", "s1", "s2", "s3", "s4"]
     for i, prediction in enumerate(answer["predictions"]):
-        assert set(prediction) == {"item_id", "mean", "0.9", "0.1", "0.5", "0.25"}  # no timestamps without start
+        assert set(prediction) == {"item_id", "median", "0.9", "0.1", "0.5", "0.25"}  # no timestamps without start
         # float32 values travel as exact float64 JSON numbers: equal bit for bit after the round trip
-        np.testing.assert_array_equal(np.float32(prediction["mean"]), median[i])
+        np.testing.assert_array_equal(np.float32(prediction["median"]), median[i])
         for j, level in enumerate(["0.9", "0.1", "0.5", "0.25"]):
             np.testing.assert_array_equal(np.float32(prediction[level]), quantiles[i, :, j])
 
@@ -52,7 +52,7 @@ def test_forecast_defaults_item_ids_and_levels(client: TestClient) -> None:
     answer = client.post("/v1/forecast", json=body).json()
     assert [p["item_id"] for p in answer["predictions"]] == [0, 1]
     levels = [f"0.{k}" for k in range(1, 10)]
-    assert all(len(p[q]) == 3 for p in answer["predictions"] for q in [*levels, "mean"])
+    assert all(len(p[q]) == 3 for p in answer["predictions"] for q in [*levels, "median"])
     first = answer["predictions"][0]
     for lower, upper in itertools.pairwise(levels):  # sorted quantiles: no crossing
         assert all(a <= b for a, b in zip(first[lower], first[upper], strict=True))
@@ -91,7 +91,7 @@ def test_warnings_for_long_horizons_clamped_levels_and_long_context(client: Test
     answer = client.post("/v1/forecast", json=body).json()
     text = " ".join(answer["warnings"])
     assert "past the 128 steps" in text and "[0.05]" in text and "last 512 values" in text
-    assert len(answer["predictions"][0]["mean"]) == 130
+    assert len(answer["predictions"][0]["median"]) == 130
 
 
 def test_models_lists_the_model_and_limits(client: TestClient) -> None:
@@ -211,9 +211,11 @@ def test_failed_load_is_reported(series_request) -> None:
         while (ready := client.get("/ready").json())["status"] == "loading":
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert ready["status"] == "failed" and "weights are broken" in ready["detail"]
+        # the kind of failure, not its message: messages may name the server's files (the log has them)
+        assert ready["status"] == "failed" and ready["detail"].startswith("RuntimeError")
+        assert "weights are broken" not in ready["detail"]
         response = client.post("/v1/forecast", json=series_request())
-        assert response.status_code == 503 and "failed to load" in response.json()["detail"]
+        assert response.status_code == 503 and "failed to load: RuntimeError" in response.json()["detail"]
 
     async def start_in_foreground() -> None:
         app = create_app(model=BrokenModel(), load_in_background=False)
@@ -256,6 +258,6 @@ def test_concurrent_requests_share_model_calls_and_match_predict(tiny_model_path
         quantiles, median = predict(series, params["prediction_length"], model=tiny_model_path,
                                     quantile_levels=params["quantile_levels"])
         for i, prediction in enumerate(answer["predictions"]):
-            np.testing.assert_array_equal(np.float32(prediction["mean"]), median[i])
+            np.testing.assert_array_equal(np.float32(prediction["median"]), median[i])
             for j, level in enumerate(params["quantile_levels"]):
                 np.testing.assert_array_equal(np.float32(prediction[str(level)]), quantiles[i, :, j])

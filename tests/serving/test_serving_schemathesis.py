@@ -1,11 +1,16 @@
-"""A bounded schemathesis run against the service's own ``/openapi.json``: no 500, no answer outside the schema.
+"""A bounded schemathesis run against the service's own ``/openapi.json``: no 500, no answer outside the schema,
+every request the schema calls valid is accepted, every one it calls invalid is refused.
 
-Hypothesis generates requests from the schema (valid ones, and invalid ones to check they are refused); every
-answer must be a documented status with a body that matches the documented schema. Bounded for CI: at most
-``MAX_EXAMPLES`` per operation, a fixed seed (``derandomize``), small limits so generated requests stay cheap.
+Hypothesis generates requests from the schema, valid ones (positive) and invalid ones (negative), one operation at a
+time and as stateful sequences that follow the schema's OpenAPI links (``/v1/models`` -> ``/v1/forecast`` with the
+listed model). Every answer must be a documented status with a body that matches the documented schema;
+``positive_data_acceptance`` holds the service to its schema: a schema-valid request must get 2xx (the schema
+describes ``freq`` and ``start`` by the very patterns the validator applies, and a target needs an observed value).
 
-``positive_data_acceptance`` is left out on purpose: some schema-valid requests are meaningfully refused with 422
-(a target whose values are all null, a ``start`` off its ``freq`` grid), which JSON Schema cannot express.
+Bounded for CI: at most ``MAX_EXAMPLES`` per operation and mode and ``STATEFUL_EXAMPLES`` sequences (a few hundred
+requests in all, about a minute on two cores), a fixed seed (``derandomize``), small limits so generated requests
+stay cheap. The points limit (300) is within the tiny model's context (512), which makes the schema's "at least one
+number in target" exactly the service's rule.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis.stateful import run_state_machine_as_test
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -28,7 +35,8 @@ from schemathesis.specs.openapi.checks import (
 
 from tsfm.serving.app import create_app
 
-MAX_EXAMPLES = 50
+MAX_EXAMPLES = 40
+STATEFUL_EXAMPLES = 25
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -36,6 +44,7 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
     negative_data_rejection,
+    positive_data_acceptance,
 ]
 SMALL_LIMITS = {
     "max_series_per_request": 4,
@@ -44,6 +53,7 @@ SMALL_LIMITS = {
     "max_quantile_levels": 5,
     "max_body_bytes": 200_000,
 }
+HYPOTHESIS = {"derandomize": True, "deadline": None, "database": None, "suppress_health_check": list(HealthCheck)}
 
 
 OPERATIONS = [
@@ -60,7 +70,9 @@ OPERATIONS = [
 def api_schema(tiny_model_path: Path) -> Any:
     """The schema loaded from the running app (in-process ASGI; schemathesis runs the app's startup itself)."""
     app = create_app(model=tiny_model_path, load_in_background=False, batch_window_ms=0, **SMALL_LIMITS)
-    return schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+    return schema
 
 
 def test_every_operation_is_covered(api_schema: Any) -> None:
@@ -75,14 +87,21 @@ def test_api_conforms_to_its_openapi_schema(api_schema: Any, method: str, path: 
     operation = api_schema[path][method]
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(
-        max_examples=MAX_EXAMPLES,
-        derandomize=True,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @settings(max_examples=MAX_EXAMPLES, **HYPOTHESIS)
     def check(case: Any) -> None:
         case.call_and_validate(checks=CHECKS)
 
     check()
+
+
+def test_stateful_sequences_follow_the_links(api_schema: Any) -> None:
+    """Sequences of calls along the OpenAPI links, positive and negative data mixed, every answer checked."""
+    base = api_schema.as_state_machine()
+
+    class Checked(base):  # type: ignore[misc, valid-type]
+        def validate_response(self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any) -> None:
+            case.validate_response(response, checks=CHECKS, recorder=self.recorder)
+
+    run_state_machine_as_test(
+        Checked, settings=settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=4, **HYPOTHESIS)
+    )

@@ -9,6 +9,11 @@ Startup: the model's config is read when the app is built (a bad ``--model`` fai
 warm up on the model thread once the server runs, and ``/ready`` answers 200 only after that. Forecast requests
 before then get 503 with ``Retry-After``.
 
+A forecast request keeps the event loop free: the middleware checks the key and the body's size and deadline without
+parsing; parsing, validation and timestamps run on a worker thread (``tsfm-parse``), the model on the model thread,
+and the answer is written to JSON on the worker thread again. All of it runs inside ``request_timeout_s``. The event
+loop only moves bytes and futures, so ``/health`` answers while the heaviest in-limit request is being served.
+
 No ``from __future__ import annotations`` here: the request class is built per app, and FastAPI must see the real
 class in the endpoint's signature, not a string it cannot resolve.
 """
@@ -16,31 +21,30 @@ class in the endpoint's signature, not a string it cannot resolve.
 import asyncio
 import json
 import logging
-import math
+import multiprocessing
 import os
 from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-import orjson
-import pandas as pd
-from fastapi import Body, Depends, FastAPI, HTTPException, Request, status
-from fastapi.encoders import jsonable_encoder
+from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from tsfm import __version__
-from tsfm.df_utils import ForecastInputError, parse_freq
-from tsfm.serving.auth import api_key_dependency
-from tsfm.serving.batching import BatcherClosed, MicroBatcher
+from tsfm.df_utils import ForecastInputError
+from tsfm.serving import parsing
+from tsfm.serving.auth import ApiKeyMiddleware, api_key_dependency
+from tsfm.serving.batching import BatcherClosed, MicroBatcher, QueueFull
 from tsfm.serving.docs import add_offline_docs
-from tsfm.serving.limits import BodySizeLimitMiddleware
+from tsfm.serving.limits import BodyLimitMiddleware
 from tsfm.serving.metrics import Metrics, MetricsMiddleware
 from tsfm.serving.registry import ModelSource, ServedModel
 from tsfm.serving.schemas import (
@@ -51,18 +55,17 @@ from tsfm.serving.schemas import (
     ModelInfo,
     ModelsResponse,
     Readiness,
-    SeriesInputBase,
-    build_schemas,
+    ValidationErrorBody,
 )
 from tsfm.serving.settings import Settings
 
 PAGE_DIR = Path(__file__).parent / "page"
-MAX_YEAR = 9999  # ISO 8601 and most clients' date types end there
 API_DESCRIPTION = """Zero-shot probabilistic forecasts from a pretrained tsfm model.
 
-Send one or many series to `POST /v1/forecast`; the answer holds the median (`mean`) and the requested quantile
-levels for each series, plus timestamps when a series gives `start` and `freq`. Concurrent requests are
-micro-batched onto one model. Bad input gets a 422 whose `detail[].loc` names the field at fault.
+Send one or many series to `POST /v1/forecast`; the answer holds the `median` and the requested quantile levels
+for each series, plus timestamps when a series gives `start` and `freq`. Concurrent requests are micro-batched onto
+one model. Bad input gets a 422 whose `detail[].loc` names the field at fault; the limits are listed by
+`GET /v1/models`.
 """
 log = logging.getLogger("tsfm.serving")
 
@@ -75,6 +78,9 @@ class Service:
     served: ServedModel
     metrics: Metrics
     executor: ThreadPoolExecutor | None = None  # the model thread; one per run of the app (startup to shutdown)
+    spec: parsing.RequestSpec | None = None  # this app's request class, rebuildable in the helper process
+    parser: ThreadPoolExecutor | None = None  # parsing, validation, timestamps, JSON answers: off the event loop
+    helper: ProcessPoolExecutor | None = None  # the same for large bodies and answers, started on first use
     batcher: MicroBatcher | None = None
     loader: "asyncio.Task[None] | None" = None
 
@@ -109,12 +115,15 @@ def create_app(settings: Settings | None = None, *, model: ModelSource | None = 
     )
     app.state.service = service
     app.add_exception_handler(RequestValidationError, _validation_error_handler)
-    _add_middleware(app, service)
+    known_paths: set[str] = set()
+    _add_middleware(app, service, known_paths)
     auth = [Depends(api_key_dependency(settings.api_key.get_secret_value()))] if settings.api_key else []
     _add_forecast_route(app, service, auth)
     _add_info_routes(app, service, auth)
     add_offline_docs(app)
     _add_page(app)
+    _document_request_body(app, service)
+    known_paths.update(getattr(route, "path", "") for route in app.routes)
     return app
 
 
@@ -129,6 +138,8 @@ def _lifespan(service: Service) -> Any:
 
         threads_before = torch.get_num_threads()
         service.executor = ThreadPoolExecutor(1, thread_name_prefix="tsfm-model")
+        # one thread: requests are parsed one at a time, so at most one large body is expanded into objects at once
+        service.parser = ThreadPoolExecutor(1, thread_name_prefix="tsfm-parse")
         # set on the model thread itself: OpenMP keeps the thread count per thread as well as globally
         threads = service.settings.resolved_torch_threads()
         await asyncio.get_running_loop().run_in_executor(service.executor, torch.set_num_threads, threads)
@@ -146,7 +157,11 @@ def _lifespan(service: Service) -> Any:
             if service.batcher is not None:
                 await service.batcher.close()
             service.executor.shutdown(wait=False, cancel_futures=True)
-            service.loader = service.batcher = service.executor = None  # the app may be started again (tests)
+            service.parser.shutdown(wait=False, cancel_futures=True)
+            if service.helper is not None:
+                service.helper.shutdown(wait=False, cancel_futures=True)
+                service.helper = None
+            service.loader = service.batcher = service.executor = service.parser = None  # may start again (tests)
             torch.set_num_threads(threads_before)  # torch's setting is process-wide: leave it as found
             service.metrics.model_ready.labels(service.served.name).set(0)
 
@@ -167,26 +182,39 @@ async def _load(service: Service) -> None:
         enabled=settings.batching,
         window_s=settings.batch_window_ms / 1000.0,
         max_batch_series=settings.max_batch_series,
+        steps_per_pass=served.trained_horizon,
+        max_queued_series=settings.max_queued_series,
         on_batch=service.metrics.observe_batch,
         executor=executor,
     )
     batcher.start()
     service.batcher = batcher
+    if settings.helper_process and settings.load_in_background:  # a served app: start the helper before it is needed
+        await asyncio.get_running_loop().run_in_executor(_helper(service), parsing.warm_up)
     service.metrics.model_ready.labels(served.name).set(1)
     log.info("model %s ready in %.2f s", served.name, served.load_seconds or 0.0)
 
 
-def _add_middleware(app: FastAPI, service: Service) -> None:
-    """Outermost first when read bottom-up: metrics sees every answer, including CORS refusals and 413s."""
-    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=service.settings.max_body_bytes)
-    if service.settings.cors_origins:
+def _add_middleware(app: FastAPI, service: Service, known_paths: set[str]) -> None:
+    """Outermost first when read bottom-up: metrics sees every answer (CORS refusals, 401, 408, 413 included); the
+    key is checked before the body is read; the body is read (with its limits) before the app parses it."""
+    settings = service.settings
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout_s=settings.body_timeout_s,
+        max_buffered_body_bytes=settings.max_buffered_body_bytes,
+    )
+    if settings.api_key is not None:
+        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key.get_secret_value())
+    if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=service.settings.cors_origins,
+            allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    app.add_middleware(MetricsMiddleware, metrics=service.metrics)
+    app.add_middleware(MetricsMiddleware, metrics=service.metrics, known_paths=known_paths)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -195,23 +223,29 @@ def _add_middleware(app: FastAPI, service: Service) -> None:
 
 def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> None:
     settings, served = service.settings, service.served
-    schemas = build_schemas(
-        model_names=[served.name],
+    service.spec = parsing.RequestSpec(
+        model_names=(served.name,),
         context_length=served.config.context_length,
         max_series_per_request=settings.max_series_per_request,
         max_points_per_series=settings.max_points_per_series,
         max_prediction_length=settings.max_prediction_length,
         max_quantile_levels=settings.max_quantile_levels,
+        max_forecast_values=settings.max_forecast_values,
+        max_item_id_length=settings.max_item_id_length,
+        max_calendar_timestamps=settings.max_calendar_timestamps,
     )
-    ForecastRequest = schemas.request
     errors: dict[int | str, dict[str, Any]] = {
-        400: {"model": ErrorDetail, "description": "the body is not UTF-8 JSON"},
+        408: {"model": ErrorDetail, "description": "the body did not arrive within body_timeout_s"},
         413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},
-        503: {"model": ErrorDetail, "description": "the model is still loading (see /ready), or shutting down"},
+        422: {"model": ValidationErrorBody, "description": "the request is not valid; `detail[].loc` names the field"},
+        503: {"model": ErrorDetail, "description": "the model is loading (see /ready), the queue is full, or the "
+              "service is shutting down; retry after `Retry-After` seconds"},
         504: {"model": ErrorDetail, "description": "the forecast took longer than request_timeout_s"},
     }
     if auth:
         errors[401] = {"model": ErrorDetail, "description": "missing or wrong API key"}
+    body_doc = {"required": True, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ForecastRequest"}, "examples": REQUEST_EXAMPLES}}}
 
     @app.post(
         "/v1/forecast",
@@ -221,65 +255,101 @@ def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> None
         responses=errors,
         tags=["forecast"],
         summary="Forecast one or many series",
+        operation_id="forecast",
+        openapi_extra={"requestBody": body_doc},
     )
-    async def forecast(
-        body: Annotated[ForecastRequest, Body(openapi_examples=REQUEST_EXAMPLES)],  # type: ignore[valid-type]
-    ) -> Response:
+    async def forecast(request: Request) -> Response:
         """Zero-shot quantile forecasts for every series in `inputs`, in input order.
 
-        Each prediction has `mean` (the median), one array per requested quantile level keyed by the level
-        (`"0.1"`), and `timestamps` when the series gives `start` and `freq`. Only the last `context_length`
-        values of a series are read (see `/v1/models`).
+        Each prediction has the `median`, one array per requested quantile level keyed by the level (`"0.1"`), and
+        `timestamps` when the series gives `start` and `freq`. Only the last `context_length` values of a series
+        are read (see `/v1/models`).
         """
         batcher = _ready_batcher(service)
-        params = body.parameters
-        horizon: int = params.prediction_length
-        levels = tuple(params.quantile_levels)
-        timestamps = [_future_timestamps(series, i, horizon) for i, series in enumerate(body.inputs)]
-        arrays = [np.asarray(series.target, dtype=np.float64) for series in body.inputs]
+        body = await request.body()  # already read, within its limits, by BodyLimitMiddleware
         try:
-            result = await asyncio.wait_for(batcher.submit(arrays, horizon, levels), settings.request_timeout_s)
+            return await _unless_disconnected(
+                request, asyncio.wait_for(_answer(service, batcher, body), settings.request_timeout_s)
+            )
         except asyncio.TimeoutError:
             raise HTTPException(
                 status.HTTP_504_GATEWAY_TIMEOUT,
                 f"the forecast did not finish within {settings.request_timeout_s:g} s (request_timeout_s)",
             ) from None
+        except QueueFull as err:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(err), headers={"Retry-After": "1"}) from None
         except ForecastInputError as err:  # the schema should have caught it; still the client's input
             raise _validation_error(("body", "inputs"), str(err), None) from None
         except BatcherClosed:
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE, "the service is shutting down", headers={"Retry-After": "1"}
             ) from None
-        _check_finite(result.quantiles, result.median)
-        median = np.ascontiguousarray(result.median)  # [N, H]
-        by_level = np.ascontiguousarray(np.moveaxis(result.quantiles, 2, 1))  # [N, Q, H]: one row per answer array
-        predictions = []
-        for i, series in enumerate(body.inputs):
-            entry: dict[str, Any] = {"item_id": i if series.item_id is None else series.item_id}
-            if timestamps[i] is not None:
-                entry["timestamps"] = timestamps[i]
-            entry["mean"] = median[i]
-            for j, level in enumerate(levels):
-                entry[str(level)] = by_level[i, j]
-            predictions.append(entry)
-        content = {
-            "model": params.model or served.name,
-            "predictions": predictions,
-            "warnings": _warnings(served, horizon, levels, arrays),
-        }
-        return NumpyJSONResponse(content)
 
 
-class NumpyJSONResponse(JSONResponse):
-    """JSON with float32 arrays written by orjson: each value in its shortest float32 form.
+async def _unless_disconnected(request: Request, work: Any) -> Response:
+    """``await work``, cancelled if the client goes away first: nobody would read the answer, and its model calls
+    would delay everyone else's. Answers 499 (nginx's "client closed request"), which no client sees, for the logs
+    and metrics."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+    if task.cancelled():
+        return Response(status_code=499)
+    return task.result()
 
-    Ten times faster than ``json.dumps`` of Python floats on a typical answer (4,800 numbers: 0.4 ms against 5 ms,
-    which was the largest CPU cost of a request on the event loop) and about half the bytes; parsing a value and
-    rounding it to float32 gives back exactly what the model produced.
-    """
 
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+async def _disconnected(request: Request) -> None:
+    """Return once the client disconnects (the body was read already, so ``receive`` only waits for that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _answer(service: Service, batcher: MicroBatcher, body: bytes) -> Response:
+    """Parse and validate, forecast, write the answer: the CPU work off the event loop, which only waits."""
+    settings = service.settings
+    prepared: parsing.Prepared = await _off_loop(
+        service, len(body) > settings.inline_parse_bytes, parsing.prepare, service.spec, body
+    )
+    del body
+    horizon, levels = prepared.prediction_length, prepared.levels
+    notes = _warnings(service.served, horizon, levels, prepared.arrays)
+    result = await batcher.submit(prepared.arrays, horizon, levels)
+    values = result.median.size * (len(levels) + 1)
+    content = await _off_loop(
+        service, values * 8 > settings.inline_parse_bytes, parsing.render, service.spec, prepared.item_ids,
+        prepared.axes, levels, prepared.model or service.served.name, notes, result.quantiles, result.median,
+    )
+    return Response(content, media_type="application/json")
+
+
+async def _off_loop(service: Service, large: bool, function: Any, *args: Any) -> Any:
+    """``function(*args)`` on the parse thread, or for large bodies and answers in the helper process: their parse
+    or write holds the GIL for as long as it takes, which on any thread of this process would stall the event loop.
+    ``InvalidRequest`` becomes FastAPI's 422."""
+    loop = asyncio.get_running_loop()
+    executor: Executor | None = _helper(service) if large and service.settings.helper_process else service.parser
+    assert executor is not None, "the parse thread starts with the app"
+    try:
+        return await loop.run_in_executor(executor, function, *args)
+    except parsing.InvalidRequest as err:
+        raise RequestValidationError(err.errors) from None
+    except BrokenProcessPool:  # the helper died (out of memory?): start a new one for the next request
+        service.helper = None
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the parsing helper process failed; retry shortly",
+                            headers={"Retry-After": "1"}) from None
+
+
+def _helper(service: Service) -> Executor:
+    """The helper process for large bodies, started on first use (``spawn``: a fork would copy the model and
+    torch's threads; the helper imports only pydantic, pandas and the schemas)."""
+    if service.helper is None:
+        service.helper = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    return service.helper
 
 
 def _ready_batcher(service: Service) -> MicroBatcher:
@@ -287,39 +357,27 @@ def _ready_batcher(service: Service) -> MicroBatcher:
         return service.batcher
     detail = "the model is still loading; retry shortly (GET /ready says when)"
     if service.served.state == "failed":
-        detail = f"the model failed to load: {service.served.error}"
+        detail = f"the model failed to load: {service.served.public_error}"
     raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail, headers={"Retry-After": "1"})
 
 
-def _future_timestamps(series: SeriesInputBase, index: int, horizon: int) -> list[str] | None:
-    """ISO timestamps of the forecast steps, or None without ``start`` and ``freq``; 422 on ``start`` if impossible."""
-    if series.start is None or series.freq is None:
-        return None
-    offset = parse_freq(series.freq)  # already validated by the schema
-    try:
-        start = pd.Timestamp(series.start)
-        if not offset.is_on_offset(start):
-            raise ValueError(f"start {start} is not on the {series.freq!r} grid; give the series' first timestamp")
-        last = start + (len(series.target) - 1) * offset
-        stamps = pd.date_range(start=last + offset, periods=horizon, freq=offset)
-        if stamps[-1].year > MAX_YEAR:
-            raise ValueError(f"the forecast would end in year {stamps[-1].year}, past {MAX_YEAR}")
-    except (ValueError, OverflowError, pd.errors.OutOfBoundsDatetime) as err:
-        message = str(err) if str(err).startswith("start") else f"timestamps past start cannot be represented: {err}"
-        raise _validation_error(("body", "inputs", index, "start"), message, series.start.isoformat()) from None
-    return [stamp.isoformat() for stamp in stamps]
+def _document_request_body(app: FastAPI, service: Service) -> None:
+    """Put the request's JSON Schema into the OpenAPI components: the route reads its body itself (off the event
+    loop), so FastAPI does not see the model."""
+    make_openapi = app.openapi
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = make_openapi()
+            assert service.spec is not None
+            schema = service.spec.request_class().model_json_schema(ref_template="#/components/schemas/{model}")
+            components = spec.setdefault("components", {}).setdefault("schemas", {})
+            components.update(schema.pop("$defs", {}))
+            components["ForecastRequest"] = schema
+            app.openapi_schema = spec
+        return app.openapi_schema
 
-def _check_finite(quantiles: np.ndarray, median: np.ndarray) -> None:
-    """A non-finite forecast cannot be sent as JSON; name the series instead of failing with 500."""
-    bad = ~(np.isfinite(quantiles).all(axis=(1, 2)) & np.isfinite(median).all(axis=1))
-    if bad.any():
-        index = int(np.argmax(bad))
-        raise _validation_error(
-            ("body", "inputs", index, "target"),
-            "the model's forecast for this series is not finite; its values are too extreme to scale",
-            None,
-        )
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _warnings(served: ServedModel, horizon: int, levels: Sequence[float], arrays: Sequence[np.ndarray]) -> list[str]:
@@ -344,11 +402,10 @@ def _warnings(served: ServedModel, horizon: int, levels: Sequence[float], arrays
 
 
 async def _validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
-    """FastAPI's own 422 body, made JSON-safe: the echoed ``input`` may hold Infinity or NaN (the very values being
-    refused), which strict JSON cannot carry; they are sent as the strings ``"Infinity"``, ``"-Infinity"``, ``"NaN"``.
-    """
+    """FastAPI's 422 body, kept short (``tsfm.serving.parsing.short_errors``: at most 20 errors, each echoing a short
+    preview of the bad input) and JSON-safe (Infinity and NaN in an echoed input are sent as strings)."""
     assert isinstance(exc, RequestValidationError)
-    detail = _json_safe(jsonable_encoder(exc.errors()))
+    detail = parsing.short_errors(exc.errors())
     return AsciiJSONResponse(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, content={"detail": detail})
 
 
@@ -360,19 +417,11 @@ class AsciiJSONResponse(JSONResponse):
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    return value
-
-
-def _validation_error(loc: tuple[int | str, ...], message: str, value: Any) -> RequestValidationError:
+def _validation_error(
+    loc: tuple[int | str, ...], message: str, value: Any, *, kind: str = "value_error"
+) -> RequestValidationError:
     """The same 422 body FastAPI gives for schema errors, for checks that need more than one field."""
-    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message, "input": value}])
+    return RequestValidationError([{"type": kind, "loc": loc, "msg": message, "input": value}])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -382,8 +431,20 @@ def _validation_error(loc: tuple[int | str, ...], message: str, value: Any) -> R
 def _add_info_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
     served = service.served
     auth_errors = {401: {"model": ErrorDetail, "description": "missing or wrong API key"}} if auth else None
+    # an OpenAPI link: what /v1/models lists is what /v1/forecast takes (stateful tests follow it)
+    models_links = {200: {"links": {"ForecastWithListedModel": {
+        "operationId": "forecast",
+        "requestBody": {"parameters": {"model": "$response.body#/models/0/name"}},
+        "description": "forecast with the model /v1/models lists first",
+    }}}}
 
-    @app.get("/v1/models", response_model=ModelsResponse, dependencies=auth, responses=auth_errors, tags=["forecast"])
+    @app.get(
+        "/v1/models",
+        response_model=ModelsResponse,
+        dependencies=auth,
+        responses={**models_links, **(auth_errors or {})},
+        tags=["forecast"],
+    )
     async def models() -> ModelsResponse:
         """The served model(s), what they read and predict, and the limits on a request."""
         config = served.config
@@ -417,15 +478,15 @@ def _add_info_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
         if served.ready and service.batcher is not None:
             return Readiness(status="ready")
         state = "failed" if served.state == "failed" else "loading"
-        body = Readiness(status=state, detail=served.error).model_dump(exclude_none=True)
+        body = Readiness(status=state, detail=served.public_error).model_dump(exclude_none=True)
         return JSONResponse(body, status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
 
-    @app.get(
-        "/metrics",
-        response_class=Response,
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Prometheus"}},
-        tags=["probes"],
-    )
+    metrics_responses: dict[int | str, dict[str, Any]] = {
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Prometheus"},
+        **(auth_errors or {}),
+    }
+
+    @app.get("/metrics", response_class=Response, responses=metrics_responses, dependencies=auth, tags=["probes"])
     async def metrics() -> Response:
         """Prometheus text format: requests, latency, errors, batch sizes, inference time, readiness."""
         return Response(service.metrics.render(), media_type=service.metrics.content_type)

@@ -7,6 +7,17 @@ queue; when it frees up, everything queued (up to ``max_batch_series`` series) g
 thread is idle, the first request holds the batch open for ``window_s`` so that requests arriving together share
 a call. With batching off, each request is its own call (still on the model thread).
 
+Work is bounded two ways. A call's size is counted in series times forecast passes: a horizon up to
+``steps_per_pass`` (the model's trained horizon) is one pass, longer horizons are rolled out in more, so a series
+with horizon 1,024 weighs as much as eight with horizon 48. A request larger than ``max_batch_series`` of that
+weight is split into jobs of at most that weight,
+queued one after the other: the next job joins the queue when the previous one is done, behind whatever arrived
+meanwhile, so a large request takes turns with small ones instead of holding the model for all its calls; and when
+its caller gives up (a timeout, a disconnect), no further job of it is queued, so the model is free again after at
+most the one call that was running. And the queue holds at most ``max_queued_series`` series: a
+request that would pass it fails at once with ``QueueFull`` (the app answers 503 with ``Retry-After``), since
+waiting in a longer queue would only add latency for everyone.
+
 A batch is cut by horizon (``prediction_length``) and run through ``tsfm.predict`` itself, with the union of the
 requested quantile levels; each request then takes its rows and its levels. So the numbers are those of
 ``predict`` on the same series: ``predict`` groups series by length and pads each as if it were alone, and its
@@ -24,6 +35,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -40,6 +52,10 @@ log = logging.getLogger("tsfm.serving")
 
 class BatcherClosed(RuntimeError):
     """The batcher stopped (the service is shutting down) before this job ran."""
+
+
+class QueueFull(RuntimeError):
+    """The queue holds ``max_queued_series`` series already; the request was not queued."""
 
 
 class Forecast(NamedTuple):
@@ -73,7 +89,9 @@ class MicroBatcher:
         model: a loaded model (``tsfm.model.Forecaster`` or anything ``tsfm.predict`` accepts).
         enabled: merge concurrent requests into shared calls; ``False`` runs each request alone.
         window_s: how long an idle batcher waits after the first request for more to join.
-        max_batch_series: series per model call (a larger single request still runs, alone).
+        max_batch_series: series per model call (each weighted by its forecast passes); a larger request is split.
+        steps_per_pass: horizon of one forecast pass (the model's trained horizon); ``None``: every horizon is one.
+        max_queued_series: series that may wait (all requests together); ``None``: no limit.
         on_batch: called on the event loop after each model call (metrics).
 
     Use ``start()`` inside the running event loop, then ``await submit(...)``; ``close()`` fails what is pending.
@@ -86,13 +104,17 @@ class MicroBatcher:
         enabled: bool = True,
         window_s: float = 0.005,
         max_batch_series: int = 256,
+        steps_per_pass: int | None = None,
+        max_queued_series: int | None = None,
         on_batch: Callable[[BatchStats], None] | None = None,
         executor: ThreadPoolExecutor | None = None,
     ) -> None:
         self.model = model
         self.enabled = enabled
         self.window_s = window_s
-        self.max_batch_series = max_batch_series
+        self.max_batch_series = max(max_batch_series, 1)
+        self.steps_per_pass = steps_per_pass
+        self.max_queued_series = max_queued_series
         self.on_batch = on_batch
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsfm-model")
         self._owns_executor = executor is None
@@ -103,7 +125,8 @@ class MicroBatcher:
 
     @property
     def queued_series(self) -> int:
-        return sum(len(job.series) for job in self._pending)
+        """Series waiting for the model (jobs whose caller gave up are not counted)."""
+        return sum(len(job.series) for job in self._pending if not job.future.done())
 
     def start(self) -> None:
         """Start the collector task on the running loop."""
@@ -131,14 +154,38 @@ class MicroBatcher:
     ) -> Forecast:
         """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it.
 
-        Cancelling the caller (a timeout) drops the job if it has not started, and discards its result if it has.
+        Cancelling the caller (a timeout) drops the jobs that have not started and discards the result of the one
+        that has.
+
+        Raises:
+            QueueFull: the queue is not empty and would hold more than ``max_queued_series`` series with these.
         """
         if self._task is None or self._wakeup is None:
             raise RuntimeError("MicroBatcher.start() was not called")
-        future: asyncio.Future[Forecast] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Job(list(series), prediction_length, tuple(quantile_levels), future))
-        self._wakeup.set()
-        return await future
+        series = list(series)
+        if self.max_queued_series is not None and self._pending:
+            queued = self.queued_series
+            if queued + len(series) > self.max_queued_series:
+                raise QueueFull(
+                    f"the forecast queue is full ({queued} series waiting, limit {self.max_queued_series}: "
+                    "max_queued_series); retry shortly"
+                )
+        loop = asyncio.get_running_loop()
+        levels = tuple(quantile_levels)
+        parts: list[Forecast] = []
+        size = max(1, self.max_batch_series // self._passes(prediction_length))
+        for first in range(0, len(series), size):
+            future: asyncio.Future[Forecast] = loop.create_future()
+            self._pending.append(_Job(series[first : first + size], prediction_length, levels, future))
+            self._wakeup.set()
+            try:
+                parts.append(await future)
+            except BaseException:  # a timeout or disconnect (cancellation), or a failed part: stop here
+                future.cancel()
+                raise
+        if len(parts) == 1:
+            return parts[0]
+        return Forecast(np.concatenate([p.quantiles for p in parts]), np.concatenate([p.median for p in parts]))
 
     # ------------------------------------------------------------------------------------------------------------
 
@@ -192,7 +239,8 @@ class MicroBatcher:
                 return
 
     def _take_batch(self) -> list[_Job]:
-        """Queued jobs in arrival order up to ``max_batch_series`` series (at least one job); skip abandoned ones."""
+        """Queued jobs in arrival order up to a weight of ``max_batch_series`` (at least one job), skipping abandoned
+        ones."""
         jobs: list[_Job] = []
         total = 0
         while self._pending:
@@ -200,11 +248,18 @@ class MicroBatcher:
             if job.future.done():
                 self._pending.popleft()
                 continue
-            if jobs and (not self.enabled or total + len(job.series) > self.max_batch_series):
+            weight = len(job.series) * self._passes(job.prediction_length)
+            if jobs and (not self.enabled or total + weight > self.max_batch_series):
                 break
             jobs.append(self._pending.popleft())
-            total += len(job.series)
+            total += weight
         return jobs
+
+    def _passes(self, prediction_length: int) -> int:
+        """Forecast passes of one series: a horizon past the trained one is rolled out pass by pass."""
+        if self.steps_per_pass is None:
+            return 1
+        return max(1, math.ceil(prediction_length / self.steps_per_pass))
 
     def _run(self, jobs: list[_Job]) -> list[Forecast | BaseException]:
         """On the model thread: one ``predict`` per horizon; a failing group is retried job by job."""
@@ -240,7 +295,7 @@ class MicroBatcher:
                 horizon,
                 model=self.model,
                 quantile_levels=levels,
-                batch_size=max(self.max_batch_series, 1),
+                batch_size=self.max_batch_series,
                 show_progress=False,
             )
         out: list[Forecast] = []

@@ -4,7 +4,8 @@ FastAPI's default pages load Swagger UI and ReDoc from jsDelivr, so on a machine
 production networks) ``/docs`` is a blank page. The assets come from the ``fastapi-offline`` wheel instead (MIT;
 Swagger UI 5, which renders the OpenAPI 3.1 schema FastAPI writes, and ReDoc): pinned like every other dependency,
 read from its package folder, mounted under ``/docs-assets``. Asset URLs honour ``root_path``, so the pages also work
-behind a reverse proxy that serves the app under a prefix.
+behind a reverse proxy that serves the app under a prefix. Swagger UI's validator badge is off (``validatorUrl:
+null``): it would send the schema's URL to validator.swagger.io, an outside host.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def add_offline_docs(app: FastAPI) -> None:
             swagger_js_url=prefixed(request, f"{ASSETS_URL}/{SWAGGER_JS}"),
             swagger_css_url=prefixed(request, f"{ASSETS_URL}/{SWAGGER_CSS}"),
             swagger_favicon_url=prefixed(request, f"{ASSETS_URL}/{FAVICON}"),
+            swagger_ui_parameters={"validatorUrl": None},
         )
 
     @app.get(redirect_url, include_in_schema=False)

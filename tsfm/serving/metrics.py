@@ -1,9 +1,11 @@
 """Prometheus metrics of one app: requests, latency, errors, batch sizes, inference time, model readiness.
 
 Each app gets its own ``CollectorRegistry`` (not the process-global one) so several apps in one process (tests)
-do not collide, and ``/metrics`` shows only this service. Requests are labelled by route template
-(``/v1/forecast``), never by raw path, so scanners probing random URLs cannot blow up the label space.
-This module records; it does not decide status codes or touch requests.
+do not collide, and ``/metrics`` shows only this service. Every label takes its value from a fixed set, so no
+client can grow the label space (and the /metrics answer) by sending made-up values: the method is one of the
+standard methods or ``other``, the route is a route of the app (``/v1/forecast``) or ``unmatched``, never the
+raw path, and the status is a number the server itself chose. This module records; it does not decide status codes
+or touch requests.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from tsfm.serving.batching import BatchStats
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UNMATCHED_ROUTE = "unmatched"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+OTHER_METHOD = "other"
 
 
 class Metrics:
@@ -74,9 +78,10 @@ class MetricsMiddleware:
     failed responses alike (an exception counts as 500 and is re-raised for the server to log).
     """
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
+    def __init__(self, app: Any, metrics: Metrics, known_paths: frozenset[str] | set[str] = frozenset()) -> None:
         self.app = app
         self.metrics = metrics
+        self.known_paths = known_paths  # routes answered before routing (a 401 or 413 from middleware)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -96,6 +101,8 @@ class MetricsMiddleware:
             await self.app(scope, receive, record_status)
         finally:
             self.metrics.in_flight.dec()
-            route = scope.get("route")
-            template = getattr(route, "path", None) or UNMATCHED_ROUTE
-            self.metrics.observe_request(scope["method"], template, status, time.perf_counter() - started)
+            method = scope["method"] if scope["method"] in METHODS else OTHER_METHOD
+            template = getattr(scope.get("route"), "path", None)
+            if template is None:
+                template = scope["path"] if scope["path"] in self.known_paths else UNMATCHED_ROUTE
+            self.metrics.observe_request(method, template, status, time.perf_counter() - started)

@@ -42,7 +42,8 @@ class ServedModel:
             self.config = source.config
             self.model = source
         self.state: State = "loading"
-        self.error: str | None = None
+        self.error: str | None = None  # for the log: may name files and folders of the server
+        self.public_error: str | None = None  # for /ready and 503s, which need no key: the kind of failure only
         self.load_seconds: float | None = None
         self._lock = threading.Lock()
 
@@ -75,8 +76,9 @@ class ServedModel:
                     patch = self.config.patch_size
                     context = np.sin(np.arange(2 * patch) / 4.0)
                     predict(context, patch, model=self.model, show_progress=False)
-            except Exception as err:  # any load failure means "not ready"; /ready says why
+            except Exception as err:  # any load failure means "not ready"; /ready says what kind, the log says why
                 self.state, self.error = "failed", f"{type(err).__name__}: {err}"
+                self.public_error = f"{type(err).__name__} (the server log has the details)"
                 return
             self.load_seconds = time.perf_counter() - started
             self.state = "ready"

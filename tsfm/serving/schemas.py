@@ -8,12 +8,17 @@ enforced. Checks that need two fields at once (timestamps from ``start`` + ``fre
 ``tsfm.serving.app``, which raises the same 422 shape.
 
 Types are strict where JSON has a clear type: ``"1.5"`` is not a number and ``true`` is not 1, so what the schema
-promises is what is accepted (schemathesis checks both directions).
+promises is what is accepted (schemathesis checks both directions): ``prediction_length`` takes any JSON integer,
+``395.0`` included (JSON Schema's "integer"); ``freq`` and ``start`` are described by the regular expressions that
+the validator itself applies (``FREQ_PATTERN``, ``START_PATTERN``), so a client can check a request before sending it.
+What JSON Schema cannot say (a target observed within the context window, the size of the answer) is said in the
+descriptions and refused with 422.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
@@ -29,11 +34,12 @@ from pydantic import (
     StrictStr,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 from pydantic import Strict as StrictMarker
 
 from tsfm.config import DEFAULT_QUANTILE_LEVELS
-from tsfm.df_utils import ForecastInputError, parse_freq
+from tsfm.df_utils import parse_freq
 
 MAX_ABS_VALUE = 1e15
 """Largest magnitude accepted in a target: the model computes in float32, where the scaler's variance of values
@@ -56,26 +62,80 @@ ItemId = Annotated[
     StrictStr | Annotated[StrictInt, Field(ge=-INT64, lt=INT64)],  # echoed as a 64-bit JSON integer
     AfterValidator(_encodable),
     Field(description="series id, echoed in the answer (default: position)"),
-]
+]  # build_schemas adds the app's length limit
 TargetValue = Annotated[  # bounds checked in _check_target (with NaN allowed, which JSON Schema cannot say)
     float, StrictMarker(), WithJsonSchema({"type": "number", "minimum": -MAX_ABS_VALUE, "maximum": MAX_ABS_VALUE})
 ] | None
 Level = Annotated[float, StrictMarker(), Field(gt=0.0, lt=1.0)]
 
 
-def _require_string(value: Any) -> Any:
-    """``start`` must be an ISO 8601 string; pydantic would otherwise also take a bare number as a Unix time."""
-    if not isinstance(value, str):
-        raise ValueError("start must be an ISO 8601 date-time string such as '2024-01-01T00:00:00'")
-    return _encodable(value)
+# ``freq``: the pandas aliases the service takes, with an optional multiplier. Only current spellings: the ones pandas
+# 2.2 deprecated ("H", "T", "M", "A", ...) are gone in pandas 3, and a published schema must not change with pandas.
+_MONTHS = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+_WEEKDAYS = "MON|TUE|WED|THU|FRI|SAT|SUN"
+FREQ_ALIASES: tuple[str, ...] = (
+    "us", "ms", "s", "min", "h", "D", "B", "bh", "W", "MS", "ME", "BMS", "BME", "SMS", "SME",
+    "QS", "QE", "BQS", "BQE", "YS", "YE", "BYS", "BYE",
+    *(f"W-{day}" for day in _WEEKDAYS.split("|")), "QS-FEB", "QE-JUN", "YS-JUL", "YE-MAR", "BQE-NOV", "BYS-APR",
+)
+"""Base aliases (the pattern also takes a multiplier such as ``15min`` and any month anchor on Q and Y)."""
+FREQ_PATTERN = (
+    rf"^([1-9][0-9]{{0,5}})?(us|ms|s|min|h|D|B|bh|W(-({_WEEKDAYS}))?|B?M[SE]|SM[SE]|B?[QY][SE](-({_MONTHS}))?)$"
+)
+
+
+def _date_pattern() -> str:
+    """Calendar dates of years 0001-9999, exact to the leap day, as a regular expression (JSON Schema's dialect)."""
+    year = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
+    by_four = "(0[48]|[2468][048]|[13579][26])"
+    leap_year = f"([0-9]{{2}}{by_four}|{by_four}00)"
+    return (
+        f"({year}-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])"
+        f"|{year}-(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+        f"|{year}-02-(0[1-9]|1[0-9]|2[0-8])"
+        f"|{leap_year}-02-29)"
+    )
+
+
+START_PATTERN = (
+    f"^{_date_pattern()}"
+    r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?)?$"
+)
+"""ISO 8601 as the service reads it: a date (``2024-01-31``), or a date and time with optional seconds, fraction
+and UTC offset (``2024-01-31T09:30``, ``2024-01-31T09:30:00.5+01:00``, ``...Z``). No bare numbers (Unix time is
+not a date), no space for ``T``."""
+_START = re.compile(START_PATTERN.removeprefix("^").removesuffix("$"))
+_FREQ = re.compile(FREQ_PATTERN.removeprefix("^").removesuffix("$"))
+START_HELP = "start must be an ISO 8601 date or date-time such as '2024-01-31' or '2024-01-31T09:30:00+01:00'"
+
+
+def _parse_start(value: Any) -> Any:
+    """``start`` must match ``START_PATTERN`` (checked with fullmatch, as JSON Schema's anchors mean)."""
+    if not isinstance(value, str) or not _START.fullmatch(value):
+        shown = repr(value)[:60]
+        raise ValueError(f"{START_HELP}, got {shown}")
+    return datetime.fromisoformat(value)
 
 
 Start = Annotated[
     datetime,
-    BeforeValidator(_require_string),
-    WithJsonSchema({"type": "string", "format": "date-time"}),
-    Field(description="timestamp of the first target value (ISO 8601); with freq, the answer carries timestamps"),
+    BeforeValidator(_parse_start),
+    WithJsonSchema({"type": "string", "pattern": START_PATTERN}),
+    Field(description="time of the first target value, ISO 8601: a date, or a date-time with optional UTC offset "
+          "('2024-01-31', '2024-01-31T09:30:00+01:00'); with freq, the answer carries timestamps. A start off "
+          "the freq grid is taken at the next grid point (with a warning)"),
 ]
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's "integer" includes ``395.0``; pydantic's strict int would refuse it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+PredictionLength = Annotated[StrictInt, BeforeValidator(_integral)]
+"""A JSON integer: what JSON Schema's "integer" admits (``395.0`` too), and nothing else (``"395"``, ``true``)."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -94,8 +154,9 @@ class SeriesInputBase(BaseModel):
     )
     item_id: ItemId | None = None
     start: Start | None = None
-    freq: StrictStr | None = Field(
-        None, description="pandas frequency alias of the series: 'h', 'D', 'W-SUN', 'MS', '15min'"
+    freq: Annotated[StrictStr, WithJsonSchema({"type": "string", "pattern": FREQ_PATTERN})] | None = Field(
+        None, description="pandas frequency alias of the series, with an optional multiplier: 'h', '15min', 'D', "
+        "'B', 'bh', 'W-SUN', 'MS', 'ME', 'QS', 'YE' ... (the pattern lists them all)"
     )
 
     @field_validator("target", mode="after")
@@ -123,17 +184,21 @@ class SeriesInputBase(BaseModel):
     @field_validator("freq", mode="after")
     @classmethod
     def _check_freq(cls, freq: str | None) -> str | None:
+        """The pattern (checked by pydantic) admits only aliases pandas reads; this confirms it, whatever pandas is
+        installed."""
         if freq is None:
             return None
-        _encodable(freq)  # before pandas quotes it in an error message
+        if freq.startswith("-"):
+            raise ValueError(f"freq must step forward in time, got {freq[:40]!r}")
+        if not _FREQ.fullmatch(freq):
+            raise ValueError(
+                f"unknown freq {freq[:40]!r}; use a pandas alias with an optional multiplier: 'h', '15min', 'D', 'B', "
+                "'bh', 'W-SUN', 'MS', 'ME', 'QS', 'YE' ... (the OpenAPI schema's pattern lists them all)"
+            )
         try:
-            offset = parse_freq(freq)
-        except ForecastInputError as err:
-            raise ValueError(str(err)) from None
+            parse_freq(freq)
         except Exception:  # pandas raises assorted types for odd strings; all mean the same to the client
             raise ValueError(f"unknown freq {freq!r}; use a pandas alias such as 'h', 'D', 'W-SUN', 'MS'") from None
-        if offset.n <= 0:
-            raise ValueError(f"freq must step forward in time, got {freq!r}")
         return freq
 
 
@@ -168,7 +233,7 @@ class ForecastRequestBase(BaseModel):
 
 
 class SeriesForecast(BaseModel):
-    """The forecast of one series: the median as ``mean``, and one array per requested quantile level.
+    """The forecast of one series: the ``median``, and one array per requested quantile level.
 
     The quantile keys are the levels as written by Python's ``str(float)`` (``"0.1"``, ``"0.05"``), the same names
     ``tsfm.predict_df`` gives its columns.
@@ -181,7 +246,7 @@ class SeriesForecast(BaseModel):
     timestamps: list[str] | None = Field(
         None, description="ISO 8601 timestamps of the forecast steps; only when the input had start and freq"
     )
-    mean: list[float] = Field(description="median forecast (the 0.5 quantile), one value per step")
+    median: list[float] = Field(description="median forecast (the 0.5 quantile), one value per step")
 
 
 class ForecastResponse(BaseModel):
@@ -223,9 +288,26 @@ class Readiness(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    """Body of the non-422 errors (401, 413, 503, 504): FastAPI's ``{"detail": "..."}``."""
+    """Body of the non-422 errors (401, 408, 413, 503, 504): FastAPI's ``{"detail": "..."}``."""
 
     detail: str
+
+
+class ValidationIssue(BaseModel):
+    """One reason a request was refused, FastAPI's shape: where (``loc``), what (``msg``), and a short preview of
+    the bad input (never more than a few dozen characters of it)."""
+
+    loc: list[str | int] = Field(description="path to the field at fault: ['body', 'inputs', 2, 'target']")
+    msg: str
+    type: str
+    input: Any = None
+    ctx: dict[str, Any] | None = None
+
+
+class ValidationErrorBody(BaseModel):
+    """Body of a 422: at most 20 issues, then one saying how many more there were."""
+
+    detail: list[ValidationIssue]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -246,22 +328,35 @@ def build_schemas(
     max_points_per_series: int,
     max_prediction_length: int,
     max_quantile_levels: int,
+    max_forecast_values: int = 2_000_000,
+    max_item_id_length: int = 256,
 ) -> ForecastSchemas:
     """Request classes with one app's limits and model names in their fields (so also in its OpenAPI schema)."""
     names = tuple(model_names)
     model_type: Any = Literal[names]  # Literal["a", "b"] == Literal[("a", "b")]
+    item_id_type: Any = Annotated[
+        Annotated[StrictStr, Field(max_length=max_item_id_length)]
+        | Annotated[PredictionLength, Field(ge=-INT64, lt=INT64)],  # any JSON integer, 7.0 included
+        AfterValidator(_encodable),
+        Field(description="series id, echoed in the answer (default: position)"),
+    ]
+    # JSON Schema cannot say "observed within the last context_length values", but it can say "observed": exact
+    # when the points limit is within the context
+    observed = {"contains": {"type": "number"}}
 
     class SeriesInput(SeriesInputBase):
         target: list[TargetValue] = Field(
             min_length=1,
             max_length=max_points_per_series,
+            json_schema_extra=observed,
             description=SeriesInputBase.model_fields["target"].description,
         )
+        item_id: item_id_type | None = None
 
     SeriesInput.context_length = context_length
 
     class Parameters(ParametersBase):
-        prediction_length: StrictInt = Field(
+        prediction_length: PredictionLength = Field(
             gt=0, le=max_prediction_length, description="steps to forecast after the end of every series"
         )
         quantile_levels: list[Level] = Field(
@@ -282,6 +377,20 @@ def build_schemas(
         model_config = ConfigDict(
             extra="forbid", json_schema_extra={"examples": [REQUEST_EXAMPLES["minimal"]["value"]]}
         )
+
+        @model_validator(mode="after")
+        def _check_answer_size(self) -> ForecastRequest:
+            """The answer holds series x horizon x (levels + median) numbers: bound it before any work is done."""
+            n, horizon = len(self.inputs), self.parameters.prediction_length
+            arrays = len(self.parameters.quantile_levels) + 1
+            values = n * horizon * arrays
+            if values > max_forecast_values:
+                raise ValueError(
+                    f"the answer would hold {n} series x {horizon} steps x {arrays} arrays (quantile levels + "
+                    f"median) = {values} numbers, over the limit of {max_forecast_values} (max_forecast_values); "
+                    "split the series over several requests, or ask for fewer steps or levels"
+                )
+            return self
 
     return ForecastSchemas(ForecastRequest, SeriesInput, Parameters)
 

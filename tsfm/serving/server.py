@@ -4,13 +4,21 @@ uvicorn imports ``tsfm.serving.server:app_from_environment`` as a factory in eve
 builds its own app (and its own model instance) from ``TSFM_*`` environment variables; ``run`` puts the command
 line's choices there first. The model is checked here, before uvicorn starts, so a bad ``--model`` is one line of
 error rather than a traceback per worker.
+
+Connections are bounded here, where uvicorn is configured: ``limit_concurrency`` (503 from uvicorn beyond),
+``timeout_keep_alive`` for idle connections, and a deadline for request headers (``HeaderDeadlineH11Protocol``):
+uvicorn's own keep-alive timer stops at the first byte of a request, so a client sending its headers a byte at a
+time would hold a connection for ever. The body's deadline is the app's (``tsfm.serving.limits``).
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import h11
 from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tsfm.serving.registry import ServedModel
 from tsfm.serving.settings import Settings
@@ -21,6 +29,43 @@ def app_from_environment() -> FastAPI:
     from tsfm.serving.app import create_app
 
     return create_app(Settings())
+
+
+class HeaderDeadlineH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose request headers take longer than
+    ``timeout_keep_alive`` to arrive (the first request's and every later one's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_deadline: Any = None
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_deadline()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self._arm_header_deadline()  # waiting for (more of) a request's headers
+        elif self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+        super().connection_lost(exc)
+
+    def _arm_header_deadline(self) -> None:
+        if self._header_deadline is None:
+            self._header_deadline = self.loop.call_later(self.timeout_keep_alive, self._headers_too_slow)
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        # IDLE: no request's headers complete since the timer started (during a request the state is SEND_BODY or
+        # DONE until its response is sent)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
 
 
 def run(
@@ -56,4 +101,14 @@ def run(
         workers=workers,
         log_level=log_level,
         timeout_graceful_shutdown=10,
+        **uvicorn_limits(settings),
     )
+
+
+def uvicorn_limits(settings: Settings) -> dict[str, Any]:
+    """The connection limits of ``Settings`` as ``uvicorn.run``/``uvicorn.Config`` arguments."""
+    return {
+        "limit_concurrency": settings.limit_concurrency,
+        "timeout_keep_alive": settings.timeout_keep_alive_s,
+        "http": HeaderDeadlineH11Protocol,
+    }

@@ -36,16 +36,59 @@ class Settings(BaseSettings):
     )
     max_prediction_length: int = Field(1024, gt=0, description="largest horizon a request may ask for (422 beyond)")
     max_quantile_levels: int = Field(99, gt=0, description="quantile levels in one request (422 beyond)")
+    max_forecast_values: int = Field(
+        2_000_000, gt=0, description="numbers in one answer: series x prediction_length x (quantile levels + 1 for "
+        "the median) (422 beyond); bounds the answer's size (about 10 bytes of JSON per number) and its memory"
+    )
+    max_calendar_timestamps: int = Field(
+        50_000, gt=0, description="calendar timestamps one request may make pandas step through: distinct series "
+        "ends x prediction_length, for calendar frequencies (business hours, months, weeks...), whose steps pandas "
+        "takes one by one (422 beyond); fixed-length frequencies (h, D, min) are vectorised and not counted"
+    )
+    max_item_id_length: int = Field(256, gt=0, description="characters in a string item_id (422 beyond)")
     max_body_bytes: int = Field(16 * MiB, gt=0, description="request body size in bytes (413 beyond)")
+    max_buffered_body_bytes: int = Field(
+        64 * MiB, gt=0, description="request body bytes held by all requests in progress together; a body that "
+        "would pass this gets 503 with Retry-After (bounds memory under many concurrent large bodies)"
+    )
+    body_timeout_s: float = Field(
+        10.0, gt=0, description="seconds a client may take to send a request body once its headers arrived "
+        "(408 and the connection closed beyond: a slowly sent body cannot hold a connection open)"
+    )
     request_timeout_s: float = Field(
-        30.0, gt=0, description="seconds a forecast may wait and run before the request fails with 504"
+        30.0, gt=0, description="seconds a forecast may take from its parsed body to its answer: validation, "
+        "timestamps, queueing, model calls (504 beyond)"
+    )
+    inline_parse_bytes: int = Field(
+        256 * 1024, ge=0, description="bodies up to this size (and answers up to about this size) are parsed and "
+        "written on a thread of the server process; larger ones in a helper process, since parsing holds Python's "
+        "GIL for as long as it takes and would stall the event loop (a 16 MB body: about a second)"
+    )
+    helper_process: bool = Field(
+        True, description="use the helper process for large bodies and answers (false: all on the parse thread)"
+    )
+    max_queued_series: int = Field(
+        4096, gt=0, description="series waiting for the model, all requests together; a request that would pass "
+        "this gets 503 with Retry-After instead of waiting (a full queue only adds latency)"
+    )
+    limit_concurrency: int = Field(
+        512, gt=0, description="connections and requests uvicorn serves at once; beyond, it answers 503 itself "
+        "(keep it under the process' open-file limit)"
+    )
+    timeout_keep_alive_s: float = Field(
+        5.0, gt=0, description="seconds uvicorn keeps an idle keep-alive connection open"
     )
 
     batching: bool = Field(True, description="micro-batch concurrent requests into shared model calls")
     batch_window_ms: float = Field(
         5.0, ge=0, description="how long the first waiting request holds the batch open for others (milliseconds)"
     )
-    max_batch_series: int = Field(256, gt=0, description="series in one model call; a bigger request runs alone")
+    max_batch_series: int = Field(
+        64, gt=0, description="series in one model call, each counted once per forecast pass (a horizon past the "
+        "model's trained one takes several); a bigger request is split into calls of at most this size that take "
+        "turns with other requests, so one request holds the model for one call at a time and a timed-out one frees "
+        "it within one call"
+    )
 
     api_key: SecretStr | None = Field(
         None, description="when set, /v1/* requires 'Authorization: Bearer <key>' (401 otherwise)"
@@ -73,10 +116,17 @@ class Settings(BaseSettings):
 
     @field_validator("api_key", mode="after")
     @classmethod
-    def _empty_key_is_none(cls, value: SecretStr | None) -> SecretStr | None:
-        """``TSFM_API_KEY=`` (empty) turns the key off instead of demanding an empty bearer token."""
-        if value is not None and not value.get_secret_value():
+    def _check_key(cls, value: SecretStr | None) -> SecretStr | None:
+        """``TSFM_API_KEY=`` (empty) turns the key off instead of demanding an empty bearer token.
+
+        The key travels in an HTTP header, which carries bytes that clients encode differently (latin-1, UTF-8 or
+        not at all): a key outside visible ASCII could never be matched reliably, so it is refused at start-up.
+        """
+        if value is None or not value.get_secret_value():
             return None
+        key = value.get_secret_value()
+        if not all(0x21 <= ord(char) <= 0x7E for char in key):
+            raise ValueError("api_key (TSFM_API_KEY) must be visible ASCII characters without spaces")
         return value
 
     def resolved_torch_threads(self) -> int:
@@ -94,6 +144,9 @@ class Settings(BaseSettings):
             "max_points_per_series": self.max_points_per_series,
             "max_prediction_length": self.max_prediction_length,
             "max_quantile_levels": self.max_quantile_levels,
+            "max_forecast_values": self.max_forecast_values,
+            "max_calendar_timestamps": self.max_calendar_timestamps,
+            "max_item_id_length": self.max_item_id_length,
             "max_body_bytes": self.max_body_bytes,
             "request_timeout_s": self.request_timeout_s,
         }

@@ -233,7 +233,7 @@
     const quote = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
     const lines = [["item_id", "timestamp", "predictions", ...levels].join(",")];
     for (const p of answer.predictions) {
-      p.mean.forEach((m, t) => {
+      p.median.forEach((m, t) => {
         const stamp = p.timestamps ? p.timestamps[t].replace("T", " ") : String(t + 1);
         lines.push([quote(p.item_id), stamp, m, ...levels.map((q) => p[q][t])].join(","));
       });
@@ -244,11 +244,11 @@
   function drawSeries(index) {
     const s = state.series[index];
     const p = state.answer.predictions[index];
-    const shown = Math.min(s.values.length, MAX_HISTORY_SHOWN, Math.max(120, 5 * p.mean.length));
+    const shown = Math.min(s.values.length, MAX_HISTORY_SHOWN, Math.max(120, 5 * p.median.length));
     const values = s.values.slice(-shown);
     const useTime = Boolean(p.timestamps && s.times);
     const histX = useTime ? s.times.slice(-shown) : values.map((_, i) => i - values.length + 1);
-    const foreX = useTime ? p.timestamps.map((t) => parseTime(t).ms) : p.mean.map((_, i) => i + 1);
+    const foreX = useTime ? p.timestamps.map((t) => parseTime(t).ms) : p.median.map((_, i) => i + 1);
     $("plot-container").replaceChildren(plotSvg({ histX, values, foreX, p, useTime }));
   }
 
@@ -290,8 +290,8 @@
 
   function plotSvg({ histX, values, foreX, p, useTime }) {
     const W = 900, H = 380, m = { top: 16, right: 20, bottom: 36, left: 64 };
-    const lower = p["0.1"] || p.mean, upper = p["0.9"] || p.mean;
-    const ys = [...values.filter((v) => v !== null), ...lower, ...upper, ...p.mean];
+    const lower = p["0.1"] || p.median, upper = p["0.9"] || p.median;
+    const ys = [...values.filter((v) => v !== null), ...lower, ...upper, ...p.median];
     const xs = [...histX, ...foreX];
     let [yLo, yHi] = [Math.min(...ys), Math.max(...ys)];
     const pad = (yHi - yLo) * 0.05 || Math.abs(yHi) * 0.05 || 1;
@@ -334,7 +334,7 @@
       pen = "L";
     });
     if (d) svg.append(el("path", { class: "history", d }));
-    svg.append(el("path", { class: "median", d: "M" + foreX.map((x, i) => `${sx(x)},${sy(p.mean[i])}`).join("L") }));
+    svg.append(el("path", { class: "median", d: "M" + foreX.map((x, i) => `${sx(x)},${sy(p.median[i])}`).join("L") }));
     const cut = sx(foreX[0]);
     svg.append(el("line", { class: "divider", x1: cut, x2: cut, y1: m.top, y2: H - m.bottom }));
     return svg;
