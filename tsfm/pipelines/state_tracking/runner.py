@@ -1,0 +1,185 @@
+"""Run a grid of cells (task x backbone x seed) and append their rows to ``OUT/results.csv``; resumable.
+
+A cell is finished when the CSV holds its rows for every evaluation length under the same recipe (train length
+and steps); finished cells are skipped, so an interrupted grid continues where it stopped, and a grid with more
+steps adds new rows beside the old ones. Rows are appended as each cell finishes, by this (parent) process only.
+
+Small models cannot fill a GPU alone, so ``parallel > 1`` trains that many cells side by side in worker processes
+(``spawn``: each worker owns its CUDA context and keeps its compiled kernels across the cells it trains). A cell
+that fails is reported and skipped; the others go on.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tsfm.pipelines.state_tracking.train import RESULT_COLUMNS, Cell, TrainSettings
+
+RESULTS_FILE = "results.csv"
+
+
+class StateTrackingError(ValueError):
+    """A request that cannot run (unknown task or backbone, bad seeds, unreadable results); raised before compute."""
+
+
+@dataclass
+class GridSummary:
+    """What a call of :func:`run_grid` did."""
+
+    ran: list[Cell] = field(default_factory=list)
+    skipped: list[Cell] = field(default_factory=list)
+    failed: dict[Cell, str] = field(default_factory=dict)
+
+
+def plan_cells(tasks: Sequence[str], backbones: Sequence[str], seeds: Sequence[int]) -> list[Cell]:
+    """The grid in task-major order, checked before compute: every task and backbone spec must be known (each
+    backbone is built once on the meta device, so a malformed spec fails here, not in a worker)."""
+    import torch
+
+    from tsfm.pipelines.state_tracking.model import TokenClassifier
+    from tsfm.pipelines.state_tracking.tasks import get_task
+
+    if not tasks or not backbones or not seeds:
+        raise StateTrackingError("need at least one task, one backbone and one seed")
+    for name in (tasks, backbones, seeds):
+        duplicates = sorted({str(x) for x in name if list(name).count(x) > 1})
+        if duplicates:
+            raise StateTrackingError(f"listed twice: {', '.join(duplicates)}")
+    try:
+        for task in tasks:
+            get_task(task)
+        for backbone in backbones:
+            with torch.device("meta"):
+                TokenClassifier(backbone, vocab_size=4, num_classes=2)
+    except ValueError as err:
+        raise StateTrackingError(str(err)) from None
+    return [Cell(task, backbone, seed) for task in tasks for backbone in backbones for seed in seeds]
+
+
+def read_results(path: Path) -> list[dict[str, str]]:
+    """The rows of a results CSV as strings (empty when the file does not exist)."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in ("task", "backbone", "seed", "train_length", "eval_length", "steps")
+                   if c not in (reader.fieldnames or [])]
+        if missing:
+            raise StateTrackingError(f"{path}: not a state-tracking results file (missing columns {missing})")
+        return list(reader)
+
+
+def finished_cells(rows: Iterable[dict[str, str]], settings: TrainSettings) -> set[Cell]:
+    """Cells whose rows cover every evaluation length of ``settings`` at its train length and steps."""
+    lengths: dict[Cell, set[int]] = {}
+    for row in rows:
+        if int(row["train_length"]) == settings.train_length and int(row["steps"]) == settings.steps:
+            cell = Cell(row["task"], row["backbone"], int(row["seed"]))
+            lengths.setdefault(cell, set()).add(int(row["eval_length"]))
+    wanted = set(settings.eval_lengths)
+    return {cell for cell, seen in lengths.items() if wanted <= seen}
+
+
+def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Append rows (header first when the file is new) and flush, so a stopped grid loses at most one cell."""
+    new = not path.is_file() or path.stat().st_size == 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=RESULT_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def _record_call(out: Path, settings: TrainSettings, cells: Sequence[Cell], parallel: int, command: str | None) -> None:
+    """Append the call (command line, recipe, grid) to ``OUT/runs.jsonl``: every row traces back to a command."""
+    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": command or shlex.join(sys.argv),
+              "settings": asdict(settings), "cells": len(cells), "parallel": parallel}
+    with (out / "runs.jsonl").open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def _work(job: tuple[Cell, TrainSettings, str | None]) -> tuple[Cell, list[dict[str, Any]] | None, str]:
+    """Worker entry: train one cell; a failure comes back as its traceback instead of killing the grid."""
+    from tsfm.pipelines.state_tracking.train import run_cell
+
+    cell, settings, device = job
+    try:
+        return cell, run_cell(cell, settings, device), ""
+    except Exception:  # report and go on: one backbone's failure must not cost the others' results
+        return cell, None, traceback.format_exc()
+
+
+def _init_worker() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        torch.set_num_threads(1)  # CPU workers side by side: one core each
+
+
+def run_grid(cells: Sequence[Cell], settings: TrainSettings, out: Path, *, parallel: int = 1,
+             device: str | None = None, progress: bool = True, command: str | None = None) -> GridSummary:
+    """Train every unfinished cell and append its rows to ``out / results.csv``.
+
+    Args:
+        cells: from :func:`plan_cells`.
+        settings: the recipe shared by every cell.
+        out: results folder (created).
+        parallel: cells trained side by side in worker processes (1: in this process).
+        device: torch device (default: CUDA when available, else CPU).
+        progress: show a progress bar over cells.
+        command: the command line to record in ``out / runs.jsonl`` (default: ``sys.argv``).
+    """
+    from tqdm.auto import tqdm
+
+    if parallel < 1:
+        raise StateTrackingError(f"parallel must be at least 1, got {parallel}")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RESULTS_FILE
+    done = finished_cells(read_results(path), settings)
+    summary = GridSummary(skipped=[c for c in cells if c in done])
+    pending = [c for c in cells if c not in done]
+    _record_call(out, settings, pending, parallel, command)
+    jobs = [(cell, settings, device) for cell in pending]
+    bar = tqdm(total=len(jobs), desc="state tracking", unit="model", disable=not progress, dynamic_ncols=True)
+    if parallel == 1:
+        results: Iterable[tuple[Cell, list[dict[str, Any]] | None, str]] = map(_work, jobs)
+        pool = None
+    else:
+        pool = multiprocessing.get_context("spawn").Pool(min(parallel, max(1, len(jobs))), _init_worker,
+                                                         maxtasksperchild=None)
+        results = pool.imap_unordered(_work, jobs)
+    try:
+        for cell, rows, error in results:
+            if rows is None:
+                summary.failed[cell] = error
+                bar.write(f"FAILED {cell.task} {cell.backbone} seed {cell.seed}:\n{error}")
+            else:
+                append_rows(path, rows)
+                summary.ran.append(cell)
+                scores = " ".join(f"{r['eval_length']}:{r['accuracy']:.3f}" for r in rows)
+                bar.set_postfix_str(f"{cell.task} {cell.backbone} s{cell.seed} {scores}", refresh=False)
+            bar.update(1)
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    return summary
+
+
+def default_parallel() -> int:
+    """Side-by-side workers when not asked: 8 on a GPU (one small model leaves most of it idle), else 1."""
+    import torch
+
+    return 8 if torch.cuda.is_available() else 1
