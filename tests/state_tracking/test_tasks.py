@@ -130,9 +130,8 @@ def test_language_sampler_mixes_words_and_near_misses(name: str) -> None:
         at = batch.lengths == length
         assert set(final[at].tolist()) <= {0, 1}
     # near misses that only counting reveals: blocks in order (no symbol after a later one), yet not a word
-    body_sorted = [
-        row[1: int(n) - 1] == sorted(row[1: int(n) - 1]) for row, n in zip(batch.tokens.tolist(), batch.lengths)]
-    assert any(ok and f == 0 for ok, f in zip(body_sorted, final.tolist()))
+    rows = zip(batch.tokens.tolist(), batch.lengths.tolist(), final.tolist(), strict=True)
+    assert any(row[1: n - 1] == sorted(row[1: n - 1]) and f == 0 for row, n, f in rows)
 
 
 def test_evaluation_lengths_are_exact() -> None:

@@ -67,13 +67,13 @@ def load_results(paths: Sequence[Path], steps: int | None = None) -> pd.DataFram
         data[column] = data[column].astype(int)
     for column in ("accuracy", "normalised_accuracy", "final_accuracy", "chance", "seconds"):
         data[column] = data[column].astype(float)
-    available = sorted(data["steps"].unique())
+    available = sorted(int(s) for s in data["steps"].unique())
     chosen = int(available[-1]) if steps is None else steps
     data = data[data["steps"] == chosen]
     if data.empty:
         raise StateTrackingError(f"no rows with steps={chosen}; the files hold steps {available}")
     if data["train_length"].nunique() > 1:
-        lengths = sorted(data["train_length"].unique())
+        lengths = sorted(int(n) for n in data["train_length"].unique())
         raise StateTrackingError(f"rows with steps={chosen} mix training lengths {lengths}")
     return data.drop_duplicates(["task", "backbone", "seed", "eval_length"], keep="last")
 
