@@ -91,6 +91,22 @@ def test_side_by_side_workers_write_every_row(tmp_path: Path) -> None:
     assert len(rows_of(tmp_path)) == 8
 
 
+def test_grid_is_seed_major() -> None:
+    """So that a grid cut short by its time budget has whole seeds, every task x backbone in each."""
+    cells = plan_cells(["parity", "s3"], ["transformer", "mamba2"], [0, 1])
+    assert [c.seed for c in cells] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert cells[:2] == [Cell("parity", "transformer", 0), Cell("parity", "mamba2", 0)]
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_spent_budget_leaves_cells_for_the_next_call(tmp_path: Path, parallel: int) -> None:
+    cells = plan_cells(["parity"], ["transformer"], [0, 1])
+    summary = run_grid(cells, SETTINGS, tmp_path, parallel=parallel, progress=False, max_minutes=0.0)
+    assert summary.unfinished == cells and not summary.ran
+    assert rows_of(tmp_path) == []
+    assert run_grid(cells, SETTINGS, tmp_path, progress=False).ran == cells  # the next call trains them
+
+
 def test_plan_refuses_unknown_names_before_compute() -> None:
     with pytest.raises(StateTrackingError, match="unknown task 'dyck'"):
         plan_cells(["dyck"], ["transformer"], [0])

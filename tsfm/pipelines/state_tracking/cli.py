@@ -65,6 +65,8 @@ def add_commands(subparsers: Any) -> None:
     run.add_argument("--heads", type=int, default=2, help="heads of every model (default: 2)")
     run.add_argument("--parallel", type=int, default=None,
                      help="models trained side by side in worker processes (default: 8 on a GPU, else 1)")
+    run.add_argument("--max-minutes", type=float, default=None,
+                     help="wall-clock budget: stop when spent (cells in flight are lost; rerun to continue)")
     run.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(run=run_command)
@@ -104,12 +106,13 @@ def run_command(args: argparse.Namespace) -> int:
             size=ModelSize(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads))
         cells = plan_cells(args.tasks or list(TASKS), args.backbones, args.seeds)
         summary = run_grid(cells, settings, args.out, parallel=args.parallel or default_parallel(),
-                           device=args.device, progress=not args.quiet, command=command_line())
+                           device=args.device, progress=not args.quiet, command=command_line(),
+                           max_minutes=args.max_minutes)
     except (StateTrackingError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"trained {len(summary.ran)}, skipped {len(summary.skipped)} finished, {len(summary.failed)} failed; "
-          f"results in {args.out / 'results.csv'}")
+    print(f"trained {len(summary.ran)}, skipped {len(summary.skipped)} finished, {len(summary.failed)} failed, "
+          f"{len(summary.unfinished)} left for a later call; results in {args.out / 'results.csv'}")
     for cell in summary.failed:
         print(f"failed: {cell.task} {cell.backbone} seed {cell.seed}", file=sys.stderr)
     return EXIT_FAILED if summary.failed else EXIT_OK

@@ -18,8 +18,9 @@ import shlex
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from multiprocessing.pool import IMapIterator
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,13 @@ class GridSummary:
     ran: list[Cell] = field(default_factory=list)
     skipped: list[Cell] = field(default_factory=list)
     failed: dict[Cell, str] = field(default_factory=dict)
+    unfinished: list[Cell] = field(default_factory=list)
 
 
 def plan_cells(tasks: Sequence[str], backbones: Sequence[str], seeds: Sequence[int]) -> list[Cell]:
-    """The grid in task-major order, checked before compute: every task and backbone spec must be known (each
-    backbone is built once on the meta device, so a malformed spec fails here, not in a worker)."""
+    """The grid, seed-major (all of seed 0, then seed 1, ...: a grid cut short by its time budget still has every
+    task x backbone), checked before compute: every task and backbone spec must be known (each backbone is built
+    once on the meta device, so a malformed spec fails here, not in a worker)."""
     import torch
 
     from tsfm.pipelines.state_tracking.model import TokenClassifier
@@ -63,7 +66,7 @@ def plan_cells(tasks: Sequence[str], backbones: Sequence[str], seeds: Sequence[i
                 TokenClassifier(backbone, vocab_size=4, num_classes=2)
     except ValueError as err:
         raise StateTrackingError(str(err)) from None
-    return [Cell(task, backbone, seed) for task in tasks for backbone in backbones for seed in seeds]
+    return [Cell(task, backbone, seed) for seed in seeds for task in tasks for backbone in backbones]
 
 
 def read_results(path: Path) -> list[dict[str, str]]:
@@ -109,7 +112,24 @@ def _record_call(out: Path, settings: TrainSettings, cells: Sequence[Cell], para
         fh.write(json.dumps(record) + "\n")
 
 
-def _work(job: tuple[Cell, TrainSettings, str | None]) -> tuple[Cell, list[dict[str, Any]] | None, str]:
+Outcome = tuple[Cell, list[dict[str, Any]] | None, str]
+"""A cell, its rows (``None`` when it failed) and the failure's traceback (``""`` when it did not)."""
+
+
+def _until(outcomes: Iterator[Outcome], deadline: float | None) -> Iterator[Outcome]:
+    """The outcomes that arrive before ``deadline`` (``time.monotonic()``); a pool's iterator is waited on with a
+    timeout, so a budget is kept even while no cell finishes. In-process cells are checked between cells."""
+    while deadline is None or time.monotonic() < deadline:
+        try:
+            if isinstance(outcomes, IMapIterator):
+                yield outcomes.next(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            else:
+                yield next(outcomes)
+        except (StopIteration, multiprocessing.TimeoutError):
+            return
+
+
+def _work(job: tuple[Cell, TrainSettings, str | None]) -> Outcome:
     """Worker entry: train one cell; a failure comes back as its traceback instead of killing the grid."""
     from tsfm.pipelines.state_tracking.train import run_cell
 
@@ -128,7 +148,8 @@ def _init_worker() -> None:
 
 
 def run_grid(cells: Sequence[Cell], settings: TrainSettings, out: Path, *, parallel: int = 1,
-             device: str | None = None, progress: bool = True, command: str | None = None) -> GridSummary:
+             device: str | None = None, progress: bool = True, command: str | None = None,
+             max_minutes: float | None = None) -> GridSummary:
     """Train every unfinished cell and append its rows to ``out / results.csv``.
 
     Args:
@@ -139,6 +160,8 @@ def run_grid(cells: Sequence[Cell], settings: TrainSettings, out: Path, *, paral
         device: torch device (default: CUDA when available, else CPU).
         progress: show a progress bar over cells.
         command: the command line to record in ``out / runs.jsonl`` (default: ``sys.argv``).
+        max_minutes: wall-clock budget of this call: once spent, cells still training are abandoned (workers
+            stopped) and listed in ``summary.unfinished``; the next call with the same settings trains them.
     """
     from tqdm.auto import tqdm
 
@@ -152,13 +175,13 @@ def run_grid(cells: Sequence[Cell], settings: TrainSettings, out: Path, *, paral
     _record_call(out, settings, pending, parallel, command)
     jobs = [(cell, settings, device) for cell in pending]
     bar = tqdm(total=len(jobs), desc="state tracking", unit="model", disable=not progress, dynamic_ncols=True)
+    deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
+    pool = None
     if parallel == 1:
-        results: Iterable[tuple[Cell, list[dict[str, Any]] | None, str]] = map(_work, jobs)
-        pool = None
+        results: Iterable[Outcome] = _until(map(_work, jobs), deadline)
     else:
-        pool = multiprocessing.get_context("spawn").Pool(min(parallel, max(1, len(jobs))), _init_worker,
-                                                         maxtasksperchild=None)
-        results = pool.imap_unordered(_work, jobs)
+        pool = multiprocessing.get_context("spawn").Pool(min(parallel, max(1, len(jobs))), _init_worker)
+        results = _until(pool.imap_unordered(_work, jobs), deadline)
     try:
         for cell, rows, error in results:
             if rows is None:
@@ -175,6 +198,9 @@ def run_grid(cells: Sequence[Cell], settings: TrainSettings, out: Path, *, paral
         if pool is not None:
             pool.terminate()
             pool.join()
+    summary.unfinished = [c for c in pending if c not in summary.ran and c not in summary.failed]
+    if summary.unfinished:
+        bar.write(f"time budget of {max_minutes} min spent: {len(summary.unfinished)} cell(s) left for the next call")
     return summary
 
 
