@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import multiprocessing
+import os
 import shlex
 import sys
 import time
@@ -140,11 +141,11 @@ def _work(job: tuple[Cell, TrainSettings, str | None]) -> Outcome:
         return cell, None, traceback.format_exc()
 
 
-def _init_worker() -> None:
+def _init_worker(workers: int) -> None:
+    """Share the cores: each worker's CPU work (data, and on CPU the model) gets ``cores / workers`` threads."""
     import torch
 
-    if not torch.cuda.is_available():
-        torch.set_num_threads(1)  # CPU workers side by side: one core each
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def run_grid(cells: Sequence[Cell], settings: TrainSettings, out: Path, *, parallel: int = 1,
@@ -180,7 +181,8 @@ def run_grid(cells: Sequence[Cell], settings: TrainSettings, out: Path, *, paral
     if parallel == 1:
         results: Iterable[Outcome] = _until(map(_work, jobs), deadline)
     else:
-        pool = multiprocessing.get_context("spawn").Pool(min(parallel, max(1, len(jobs))), _init_worker)
+        workers = min(parallel, max(1, len(jobs)))
+        pool = multiprocessing.get_context("spawn").Pool(workers, _init_worker, (workers,))
         results = _until(pool.imap_unordered(_work, jobs), deadline)
     try:
         for cell, rows, error in results:
