@@ -3,21 +3,22 @@
 Each task draws token sequences and labels them position by position; a model must carry some state along the
 sequence to get the labels right, and the kind of state differs per task:
 
-============  =====================================  =====================  =========================================
-task          tokens                                 label at position t    needs
-============  =====================================  =====================  =========================================
-``parity``    bits 0/1                               XOR of bits 0..t       a 2-state automaton (Z2)
-``z5``        digits 0..4                            sum of digits 0..t % 5 a 5-state automaton (Z5, abelian)
-``s3``        the 6 permutations of {0, 1, 2}        their running product  a non-abelian group (S3)
-``majority``  bits 0/1                               more 0s / more 1s / tie an unbounded counter
-``anbn``      BOS a..a b..b END                      prefix still valid?    a counter (context-free a^n b^n)
-``anbncn``    BOS a..a b..b c..c END                 prefix still valid?    two counters (context-sensitive)
-============  =====================================  =====================  =========================================
+============  ===============================  =========================  ====================================
+task          tokens                           label at position t        needs
+============  ===============================  =========================  ====================================
+``parity``    bits 0/1                         XOR of x_0 .. x_t          a 2-state automaton (Z2)
+``z5``        digits 0..4                      x_0 + ... + x_t mod 5      a 5-state automaton (Z5, abelian)
+``s3``        the 6 permutations of {0,1,2}    their running product      a non-abelian group (S3)
+``majority``  bits 0/1                         more 0s / more 1s / tie    an unbounded counter
+``anbn``      BOS a..a b..b END                prefix still valid?        a counter (context-free a^n b^n)
+``anbncn``    BOS a..a b..b c..c END           prefix still valid?        two counters (context-sensitive)
+============  ===============================  =========================  ====================================
 
 Parity and Z5 are the "modular arithmetic" tasks of Grazzi et al. 2024 (a linear RNN needs negative or complex
-eigenvalues for them), S3 is their word problem for a non-solvable-free group that needs non-diagonal transitions,
-and a^n b^n / a^n b^n c^n are Delétang et al. 2023's (Chomsky hierarchy) languages, scored here per position: is the
-prefix seen so far still a prefix of some word of the language, and, at the END token, is the whole string a word.
+eigenvalues for them); S3, the smallest non-abelian group, gives their word problem whose transitions do not
+commute (non-diagonal, as the delta rule's ``I - beta k k^T``); a^n b^n and a^n b^n c^n are Delétang et al. 2023's
+(Chomsky hierarchy) counting languages, scored here per position: is the prefix seen so far still a prefix of some
+word of the language, and, at the END token, is the whole string a word.
 
 A sequence of length ``l`` fills positions ``0 .. l-1``; later positions hold :attr:`Task.pad_token` and the label
 :data:`IGNORE_INDEX`, so batches of ragged lengths are plain ``[B, T]`` tensors. Everything is vectorised torch and
