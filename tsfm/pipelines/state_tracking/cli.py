@@ -59,7 +59,7 @@ def add_commands(subparsers: Any) -> None:
     run.add_argument("--eval-lengths", type=_ints, default=[128, 512, 2048],
                      help="comma-separated evaluation lengths (default: 128,512,2048)")
     run.add_argument("--eval-sequences", type=int, default=256, help="sequences per evaluation length (default: 256)")
-    run.add_argument("--learning-rate", type=float, default=1e-3, help="peak AdamW learning rate (default: 1e-3)")
+    run.add_argument("--learning-rate", type=float, default=3e-3, help="peak AdamW learning rate (default: 3e-3)")
     run.add_argument("--d-model", type=int, default=64, help="width of every model (default: 64)")
     run.add_argument("--layers", type=int, default=2, help="blocks of every model (default: 2)")
     run.add_argument("--heads", type=int, default=2, help="heads of every model (default: 2)")
