@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         for argument in cmd.arguments:
             sub.add_argument(*argument.flags, **argument.options)
         sub.set_defaults(run=cmd.run)
+    from tsfm.pipelines.state_tracking.cli import register as register_tasks  # `tsfm tasks run|report` (issue 13)
+    register_tasks(subparsers)
     return parser
 
 
