@@ -50,6 +50,8 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {}
+COMMAND_GROUPS: list[Callable[[Any], None]] = []
+"""Commands with sub-actions, added by :func:`command_group` (see :func:`build_parser`)."""
 
 ENTRY_POINT_GROUP = "tsfm.commands"
 # Modules that register commands, tried when no entry point of the group is installed (a bare copy of the tree).
@@ -71,6 +73,12 @@ def command(name: str, help: str, *arguments: Argument) -> Callable[[Callable[[a
         return run
 
     return register
+
+
+def command_group(add: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Register ``add(subparsers)``, which adds a command with its own actions (e.g. ``tsfm tasks run|report``)."""
+    COMMAND_GROUPS.append(add)
+    return add
 
 
 def command_modules() -> list[str]:
@@ -113,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         for argument in cmd.arguments:
             sub.add_argument(*argument.flags, **argument.options)
         sub.set_defaults(run=cmd.run)
-    from tsfm.pipelines.state_tracking.cli import register as register_tasks  # `tsfm tasks run|report` (issue 13)
-    register_tasks(subparsers)
+    for add_group in COMMAND_GROUPS:
+        add_group(subparsers)
     return parser
 
 

@@ -12,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tsfm.cli import DEVICE_ARG, EXIT_OK, CommandError, arg, command
+from tsfm.cli import DEVICE_ARG, EXIT_OK, CommandError, arg, command, command_group
+from tsfm.pipelines.state_tracking.cli import register as register_state_tracking_commands
 
 
 @command(
@@ -244,3 +245,6 @@ def data_command(args: argparse.Namespace) -> int:
             return int(run(args))
     except (ValueError, KeyError) as err:  # unknown dataset names, unreadable sources
         raise CommandError(str(err).strip("'\"")) from None
+
+# `tsfm tasks run|report`: the state-tracking suite (issue 13) brings its own argparse actions.
+command_group(register_state_tracking_commands)

@@ -56,8 +56,12 @@ class ServedModel:
         return self.config.train_horizon_patches * self.config.patch_size
 
     def num_parameters(self) -> int | None:
-        parameters = getattr(self.model, "parameters", None)
-        return None if parameters is None else sum(p.numel() for p in parameters())
+        """Every parameter of a torch model (``tsfm.model.num_parameters``); None for another forecaster."""
+        import torch
+
+        from tsfm.model import num_parameters
+
+        return num_parameters(self.model) if isinstance(self.model, torch.nn.Module) else None
 
     def load(self, *, warmup: bool = True) -> None:
         """Load the weights (if not given) and run one small forecast; blocking, so call it off the event loop.
