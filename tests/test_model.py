@@ -116,3 +116,29 @@ def test_num_parameters_counts_every_value_once() -> None:
     assert num_parameters(torch.nn.Sequential(shared, shared)) == 6, "a shared parameter counts once"
     model = Forecaster(ModelConfig(backbone="transformer", d_model=32, n_layers=1, n_heads=2))
     assert model.num_parameters() == num_parameters(model) == sum(p.numel() for p in model.parameters())
+
+
+def test_autoregressive_decoding_feeds_back_the_median_path():
+    """The first patch is the same either way; later patches follow the median path fed back patch by patch, and
+    each quantile keeps its masked-decoding distance from the median."""
+    model = tiny()
+    context = torch.randn(2, 40)
+    masked = model.forecast(context, 20, decoding="masked")
+    auto = model.forecast(context, 20, decoding="autoregressive")
+    median = model.quantile_levels.index(0.5)
+    patch = model.config.patch_size
+    assert torch.allclose(masked[..., :patch], auto[..., :patch], atol=1e-5)
+    first = model.forecast(context, patch, decoding="masked")[:, median]
+    second = model.forecast(torch.cat([context, first], dim=1), patch, decoding="masked")[:, median]
+    assert torch.allclose(auto[:, median, patch : 2 * patch], second, atol=1e-4)
+    spread = masked - masked[:, median : median + 1]
+    assert torch.allclose(auto - auto[:, median : median + 1], spread, atol=1e-4)
+    assert not torch.allclose(masked[..., patch:], auto[..., patch:], atol=1e-3)
+
+
+def test_decoding_is_validated():
+    with pytest.raises(ValueError, match="decoding must be one of"):
+        ModelConfig(decoding="beam")
+    with pytest.raises(ValueError, match="decoding must be one of"):
+        tiny().forecast(torch.randn(1, 40), 8, decoding="beam")
+    assert tiny(decoding="autoregressive").config.decoding == "autoregressive"

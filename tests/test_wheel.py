@@ -106,4 +106,4 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Pa
     _run([script, "forecast", "in.csv", "-H", "24", "-o", "out.csv"], cwd=tmp_path, env=env)
     forecast = pd.read_csv(tmp_path / "out.csv")
     assert len(forecast) == 24
-    assert forecast["predictions"].between(7, 13).all(), forecast["predictions"].describe()
+    assert forecast["median"].between(7, 13).all(), forecast["median"].describe()

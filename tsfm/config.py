@@ -15,6 +15,10 @@ from typing import Any
 DEFAULT_QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
+DECODINGS = ("masked", "autoregressive")
+"""How a Forecaster turns one context into a multi-patch forecast (``ModelConfig.decoding``)."""
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Everything needed to rebuild a Forecaster.
@@ -37,6 +41,10 @@ class ModelConfig:
         horizon_embedding: add a learned embedding of the horizon index (1st, 2nd, ... masked future token) to
             the masked future tokens. Without it every future token has the same input, and a recurrent backbone
             must tell the 2nd future patch from the 10th by its state alone.
+        decoding: how forecasts past the first output patch are made. ``"masked"`` (DESIGN §2.3): one pass,
+            masked future tokens forecast every patch. ``"autoregressive"``: the median path is fed back patch by
+            patch (one pass per patch), and each quantile keeps its masked-decoding distance from the median, so
+            the spread still grows with the horizon. See :data:`DECODINGS`.
     """
 
     backbone: str = "xlstm[3:1]"
@@ -52,6 +60,7 @@ class ModelConfig:
     train_horizon_patches: int = 4
     mlp_hidden_mult: float = 2.0
     horizon_embedding: bool = False
+    decoding: str = "masked"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -70,6 +79,8 @@ class ModelConfig:
             problems.append(f"quantile_levels must be strictly increasing values in (0, 1), got {levels!r}")
         if 0.5 not in levels:
             problems.append("quantile_levels must contain 0.5 (the median is the point forecast)")
+        if self.decoding not in DECODINGS:
+            problems.append(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
         if problems:
             raise ValueError("invalid ModelConfig: " + "; ".join(problems))
 

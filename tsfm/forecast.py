@@ -113,7 +113,7 @@ def predict(
         context: one series (1-D array, tensor or list of numbers), several series of any lengths (a list of 1-D
             arrays/tensors), or ``[N, T]`` (2-D array or tensor; left-pad shorter rows with NaN). NaN = missing.
         prediction_length: ``H``, steps to forecast. Horizons past the model's trained horizon are extrapolated
-            (the model extends the context with masked patches and runs again) and a ``UserWarning`` says so.
+            (more masked future tokens than in training; see ``ModelConfig.decoding``) and a ``UserWarning`` says so.
         model: ``"default"``, a checkpoint folder, or a loaded ``Forecaster`` (reuse one to avoid reloading).
         quantile_levels: levels to return, in this order. Levels the model does not predict are interpolated
             linearly between its neighbouring levels; levels outside the model's range (``0.1``-``0.9`` for the
@@ -346,8 +346,8 @@ def _warn_if_past_trained_horizon(config: ModelConfig, prediction_length: int) -
     if prediction_length > trained:
         warnings.warn(
             f"prediction_length={prediction_length} exceeds the horizon the model was trained on ({trained} steps); "
-            "the steps beyond it are extrapolated (the context is extended with masked patches and the model runs "
-            "again) and are less reliable",
+            "the steps beyond it come from more masked future tokens than training used (autoregressive decoding "
+            "feeds its median back, but its quantile spread still comes from those tokens) and are less reliable",
             UserWarning,
             stacklevel=4,
         )

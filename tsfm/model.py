@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from tsfm.backbones import build_backbone
-from tsfm.config import ModelConfig
+from tsfm.config import DECODINGS, ModelConfig
 from tsfm.heads import QuantileHead, pinball_loss
 from tsfm.patching import PatchEmbedding, contiguous_patch_mask, patch_tokens, patchify
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
@@ -99,17 +99,49 @@ class Forecaster(nn.Module):
         return torch.cat([tokens[:, :-num_future_tokens], future], dim=1)
 
     @torch.no_grad()
-    def forecast(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
-        """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``."""
+    def forecast(self, context: torch.Tensor, prediction_length: int, decoding: str | None = None) -> torch.Tensor:
+        """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``.
+
+        ``decoding`` overrides ``config.decoding`` (``"masked"`` or ``"autoregressive"``); both give the same first
+        patch.
+        """
         if prediction_length <= 0:
             raise ValueError(f"prediction_length must be positive, got {prediction_length}")
+        decoding = self.config.decoding if decoding is None else decoding
+        if decoding not in DECODINGS:
+            raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
+        context = context.to(self.device, torch.float32)
+        masked = self._forecast_masked(context, prediction_length)
+        if decoding == "masked" or prediction_length <= self.config.patch_size:
+            return masked
+        median = self._median_path(context, prediction_length)
+        center = masked[:, self._median_index : self._median_index + 1]
+        return (median[:, None] + (masked - center)).sort(dim=1).values
+
+    @property
+    def _median_index(self) -> int:
+        return self.quantile_levels.index(0.5)
+
+    def _forecast_masked(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+        """One pass: the last context token and ``ceil(H / P) - 1`` masked future tokens forecast the horizon."""
         patch = self.config.patch_size
         num_out = math.ceil(prediction_length / patch)
-        out = self(context.to(self.device, torch.float32), num_future_tokens=num_out - 1)
+        out = self(context, num_future_tokens=num_out - 1)
         future = out.quantiles[:, -num_out:]  # [B, num_out, Q, P]
         future = future.permute(0, 2, 1, 3).reshape(context.shape[0], len(self.quantile_levels), num_out * patch)
         future = future[..., :prediction_length].sort(dim=1).values
         return invert_scale(future, out.scale)
+
+    def _median_path(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+        """``[B, H]``: forecast one patch, append its median to the context, repeat (the context keeps its last
+        ``context_length`` steps, as at inference)."""
+        patch, keep = self.config.patch_size, self.config.context_length
+        steps: list[torch.Tensor] = []
+        for _ in range(math.ceil(prediction_length / patch)):
+            next_patch = self._forecast_masked(context[:, -keep:], patch)[:, self._median_index]
+            steps.append(next_patch)
+            context = torch.cat([context, next_patch], dim=1)
+        return torch.cat(steps, dim=1)[:, :prediction_length]
 
     def training_loss(
         self,

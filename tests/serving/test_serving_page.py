@@ -87,7 +87,7 @@ def test_upload_forecast_plot_and_download(
         "fetch(document.getElementById('download').href).then(r => r.text()).then(done);"
     )
     rows = csv_text.strip().split("\n")
-    assert rows[0] == "item_id,timestamp,predictions,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"
+    assert rows[0] == "item_id,timestamp,median,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"
     assert len(rows) == 1 + 2 * 12
     assert rows[1].startswith("north,2024-01-08 00:00:00,") and rows[13].startswith("south,2024-01-08 00:00:00,")
 

@@ -227,11 +227,11 @@
     drawSeries(0);
   }
 
-  /** The same columns as `tsfm forecast -o out.csv`: item_id, timestamp, predictions (median), one per level. */
+  /** The same columns as `tsfm forecast -o out.csv`: item_id, timestamp, median, one per level. */
   function forecastCsv(answer) {
     const levels = LEVELS.map(String).filter((q) => answer.predictions.length && q in answer.predictions[0]);
     const quote = (v) => (/[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
-    const lines = [["item_id", "timestamp", "predictions", ...levels].join(",")];
+    const lines = [["item_id", "timestamp", "median", ...levels].join(",")];
     for (const p of answer.predictions) {
       p.median.forEach((m, t) => {
         const stamp = p.timestamps ? p.timestamps[t].replace("T", " ") : String(t + 1);
