@@ -6,6 +6,8 @@
 them). Prints a table last and appends it, with the command and machine, to ``benchmarks/RESULTS.md``.
 
     python -m benchmarks.predict_cpu [--series 1000] [--batch-size 256] [--no-write]
+    python -m benchmarks.predict_cpu --checkpoints default,/path/to/model   # trained checkpoints instead, as they
+                                                                           # ship (their context and decoding)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer")
 CONTEXT, HORIZON = 512, 48
+CHECKPOINT_PREFIX = "checkpoint:"
 
 
 def real_windows(count: int) -> np.ndarray:
@@ -67,12 +70,17 @@ def run_one(spec: str, series: int, batch_size: int, threads: int | None) -> dic
         torch.set_num_threads(threads)
 
     from tsfm.forecast import predict
-    from tsfm.model import Forecaster
+    from tsfm.model import Forecaster, num_parameters
     from tsfm.presets import preset_config
 
     torch.manual_seed(0)
     data = real_windows(series)
-    model = Forecaster(preset_config(spec, "10M", context_length=CONTEXT)).eval()
+    if spec.startswith(CHECKPOINT_PREFIX):
+        from tsfm.checkpoint import load_model
+
+        model = load_model(spec.removeprefix(CHECKPOINT_PREFIX))
+    else:
+        model = Forecaster(preset_config(spec, "10M", context_length=CONTEXT)).eval()
     predict(data[:batch_size], HORIZON, model=model, batch_size=batch_size)  # warm-up
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
@@ -81,7 +89,8 @@ def run_one(spec: str, series: int, batch_size: int, threads: int | None) -> dic
     assert np.isfinite(quantiles).all()
     return {
         "spec": spec,
-        "params": model.num_parameters(),
+        "params": num_parameters(model),
+        "decoding": model.config.decoding,
         "seconds": seconds,
         "series_per_s": series / seconds,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -96,6 +105,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--specs", default=",".join(SPECS))
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--checkpoints", default=None,
+                        help="comma-separated checkpoint folders (or 'default') to time instead of random --specs")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -103,7 +114,9 @@ def main() -> None:
         print(json.dumps(run_one(args.child, args.series, args.batch_size, args.threads)))
         return
     rows = []
-    for spec in args.specs.split(","):
+    specs = ([CHECKPOINT_PREFIX + c for c in args.checkpoints.split(",")] if args.checkpoints
+             else args.specs.split(","))
+    for spec in specs:
         cmd = [sys.executable, __file__, "--child", spec, "--series", str(args.series),
                "--batch-size", str(args.batch_size)] + (["--threads", str(args.threads)] if args.threads else [])
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
@@ -111,12 +124,12 @@ def main() -> None:
         print(f"{spec}: {rows[-1]['series_per_s']:.1f} series/s", file=sys.stderr)
     fastest = max(r["series_per_s"] for r in rows)
     lines = [
-        "| backbone (10M) | params | series/s | relative | seconds | peak RSS MiB |",
-        "|---|---|---|---|---|---|",
+        "| model | params | decoding | series/s | relative | seconds | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['spec']} | {r['params']:,} | {r['series_per_s']:.1f} | {r['series_per_s'] / fastest:.2f} "
-                     f"| {r['seconds']:.1f} | {r['peak_rss_mib']:.0f} |")
+        lines.append(f"| {r['spec']} | {r['params']:,} | {r['decoding']} | {r['series_per_s']:.1f} "
+                     f"| {r['series_per_s'] / fastest:.2f} | {r['seconds']:.1f} | {r['peak_rss_mib']:.0f} |")
     table = "\n".join(lines)
     print(table)
     if not args.no_write:
@@ -124,10 +137,12 @@ def main() -> None:
                   f"({date.today().isoformat()})\n\n"
                   f"Command: `python -m benchmarks.predict_cpu {' '.join(sys.argv[1:])}`. "
                   f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                  f"torch threads {rows[0]['threads']}, Python {platform.python_version()}. Random 10M weights; "
+                  f"torch threads {rows[0]['threads']}, Python {platform.python_version()}. "
+                  f"{'Trained checkpoints' if args.checkpoints else 'Random 10M weights'}; "
                   "peak RSS is the whole process (Python, torch, data, model).\n\n")
+        raw = "\n\nRaw rows:\n\n```\n" + "\n".join(json.dumps(r) for r in rows) + "\n```\n"
         with RESULTS.open("a") as f:
-            f.write(header + table + "\n")
+            f.write(header + table + raw)
 
 
 if __name__ == "__main__":
