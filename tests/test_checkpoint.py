@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from tsfm.checkpoint import CheckpointError, load_model, save_model
+from tsfm.checkpoint import BUILTIN_MODELS, CheckpointError, load_model, save_model
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 
@@ -91,3 +91,14 @@ def test_wrong_format_version(model, tmp_path):
     (path / "config.json").write_text(json.dumps(payload))
     with pytest.raises(CheckpointError, match="format_version"):
         load_model(path)
+
+
+def test_builtin_models_load_and_forecast():
+    """Both shipped models load by name and give finite, sorted quantiles of the right shape."""
+    for name in BUILTIN_MODELS:
+        model = load_model(name)
+        assert model.config.decoding == "autoregressive"
+        context = torch.sin(torch.arange(600.0) / 5)[None]
+        forecast = model.forecast(context, 40)
+        assert forecast.shape == (1, len(model.quantile_levels), 40) and torch.isfinite(forecast).all()
+        assert (forecast.diff(dim=1) >= 0).all()

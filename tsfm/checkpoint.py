@@ -30,7 +30,9 @@ WEIGHTS_FILE = "model.safetensors"
 SHARD_PATTERN = "model-{index:05d}-of-{count:05d}.safetensors"
 FORMAT_NAME = "tsfm"
 FORMAT_VERSION = 1
-BUILTIN_MODELS = ("default",)
+BUILTIN_MODELS = ("default", "small")
+"""Models shipped in the package: ``default`` (the most accurate) and ``small`` (1M parameters, context 512: for
+CPUs where the default is too slow; scores in tsfm/models/default/README.md)."""
 
 
 class CheckpointError(ValueError):

@@ -114,8 +114,8 @@ class Forecaster(nn.Module):
         masked = self._forecast_masked(context, prediction_length)
         if decoding == "masked" or prediction_length <= self.config.patch_size:
             return masked
-        median = self._median_path(context, prediction_length)
         center = masked[:, self._median_index : self._median_index + 1]
+        median = self._median_path(context, center[:, 0, : self.config.patch_size], prediction_length)
         return (median[:, None] + (masked - center)).sort(dim=1).values
 
     @property
@@ -132,15 +132,14 @@ class Forecaster(nn.Module):
         future = future[..., :prediction_length].sort(dim=1).values
         return invert_scale(future, out.scale)
 
-    def _median_path(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
-        """``[B, H]``: forecast one patch, append its median to the context, repeat (the context keeps its last
-        ``context_length`` steps, as at inference)."""
+    def _median_path(self, context: torch.Tensor, first_patch: torch.Tensor, prediction_length: int) -> torch.Tensor:
+        """``[B, H]``: append the median patch to the context, forecast the next one, repeat (the context keeps its
+        last ``context_length`` steps, as at inference). ``first_patch`` is the masked pass's, which is the same."""
         patch, keep = self.config.patch_size, self.config.context_length
-        steps: list[torch.Tensor] = []
-        for _ in range(math.ceil(prediction_length / patch)):
-            next_patch = self._forecast_masked(context[:, -keep:], patch)[:, self._median_index]
-            steps.append(next_patch)
-            context = torch.cat([context, next_patch], dim=1)
+        steps = [first_patch]
+        for _ in range(math.ceil(prediction_length / patch) - 1):
+            context = torch.cat([context, steps[-1]], dim=1)
+            steps.append(self._forecast_masked(context[:, -keep:], patch)[:, self._median_index])
         return torch.cat(steps, dim=1)[:, :prediction_length]
 
     def training_loss(

@@ -3,7 +3,7 @@
 # optionally time the data path and the training step, train (resuming runs/$RUN if an earlier call on this warm
 # machine left it), evaluate the exported model on the carried benchmark, and pack results into $OUT.
 #
-#   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 BENCH_STEP=1 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
+#   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 BENCH_STEP=1 EVAL_SECONDS=240 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
 #
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py). Everything after the
 # variables is passed to `tsfm train`.
@@ -41,7 +41,7 @@ p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
 print({k: p[k] for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "final_train_loss")})
 print(f"windows/s over the run: {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
-timeout 240 python3 scripts/eval_checkpoints.py "runs/$RUN/model" --names "$RUN" --benchmark data/device/benchmark \
+timeout "${EVAL_SECONDS:-240}" python3 scripts/eval_checkpoints.py "runs/$RUN/model" --names "$RUN" --benchmark data/device/benchmark \
     --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
 cp runs/"$RUN"/model/*.safetensors "$OUT/"
 cp runs/"$RUN"/model/config.json runs/"$RUN"/provenance.json runs/"$RUN"/loss.png "$OUT/pack/" 2>/dev/null
