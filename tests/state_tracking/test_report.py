@@ -79,18 +79,32 @@ def test_write_report_makes_markdown_and_plots(tmp_path: Path) -> None:
     (results / "runs.jsonl").write_text('{"command": "python -m tsfm.pipelines.state_tracking run --out grid"}\n')
     out = tmp_path / "reports" / "state_tracking.md"
     written = write_report([results], out, notes=["Why the numbers differ."])
-    assert written == [out, out.with_suffix("") / "parity.png", out.with_suffix("") / "s3.png"]
+    assert written == [out, out.with_suffix("") / "parity_1000.png", out.with_suffix("") / "s3_1000.png"]
     for png in written[1:]:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = out.read_text()
-    assert "trained on sequences of length <= 128 for 1,000 steps" in text
+    assert "Trained on sequences of length <= 128 for 1,000 steps" in text
     assert "Rows: 36 from 12 models; device: NVIDIA H200; 0.12 model-hours" in text
     assert "Why the numbers differ." in text
-    assert "![parity](state_tracking/parity.png)" in text
+    assert "![parity_1000](state_tracking/parity_1000.png)" in text
     assert "python -m tsfm.pipelines.state_tracking run --out grid" in text
-    for heading in ("## Normalised accuracy", "## Raw accuracy", "## Accuracy of the last position",
-                    "## Comparison with the seed study"):
+    for heading in ("## 1,000 training steps", "### Normalised accuracy", "### Raw accuracy",
+                    "### Accuracy of the last position", "### Comparison with the seed study"):
         assert heading in text
+
+
+def test_every_recipe_gets_its_section_and_plots(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "results.csv", steps=100)
+    write_csv(path, steps=1000, scores={("parity", "mamba2"): SCORES[("parity", "mamba2")]})
+    out = tmp_path / "report.md"
+    written = write_report([path], out)
+    assert [p.name for p in written[1:]] == ["parity_100.png", "s3_100.png", "parity_1000.png"]
+    text = out.read_text()
+    assert text.index("## 100 training steps") < text.index("## 1,000 training steps")
+    assert text.count("### Comparison with the seed study") == 2
+    only = write_report([path], tmp_path / "only.md", steps=1000)
+    assert [p.name for p in only[1:]] == ["parity_1000.png"]
+    assert "## 100 training steps" not in (tmp_path / "only.md").read_text()
 
 
 def test_one_recipe_is_reported(tmp_path: Path) -> None:

@@ -135,7 +135,7 @@ def test_cli_run_then_report(tmp_path: Path, capsys) -> None:
     report = tmp_path / "reports" / "state_tracking.md"
     # through the top-level command: `tsfm tasks report`
     assert tsfm_main(["tasks", "report", "--results", str(out), "--out", str(report)]) == 0
-    assert (tmp_path / "reports" / "state_tracking" / "parity.png").is_file()
+    assert (tmp_path / "reports" / "state_tracking" / "parity_2.png").is_file()
     assert "| parity | `transformer` | 1 |" in report.read_text()
 
 

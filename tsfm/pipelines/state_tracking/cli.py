@@ -34,8 +34,9 @@ def _names(text: str) -> list[str]:
 def command_line() -> str:
     """The command as typed, for the record kept beside the results."""
     argv = list(sys.argv)
-    if argv and argv[0].endswith("__main__.py"):
-        argv[:1] = ["python", "-m", "tsfm.pipelines.state_tracking"]
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if argv and spec is not None:  # python -m PACKAGE: name the package that was run
+        argv[:1] = ["python", "-m", spec.name.removesuffix(".__main__")]
     elif argv:
         argv[0] = Path(argv[0]).name
     return shlex.join(argv)
@@ -78,9 +79,12 @@ def add_commands(subparsers: Any) -> None:
                         help="results.csv files or folders holding them")
     report.add_argument("--out", type=Path, default=Path("reports/state_tracking.md"),
                         help="markdown file; plots go to its stem folder (default: reports/state_tracking.md)")
-    report.add_argument("--steps", type=int, default=None, help="which recipe to report (default: the most steps)")
+    report.add_argument("--steps", type=int, default=None,
+                        help="report only this recipe (default: every number of steps in the files, one section each)")
     report.add_argument("--note", action="append", default=[], metavar="TEXT",
                         help="a paragraph under the title (repeatable)")
+    report.add_argument("--notes-file", type=Path, default=None, metavar="MD",
+                        help="markdown printed under the title, after any --note (the interpretation of the numbers)")
     report.set_defaults(run=report_command)
 
 
@@ -123,7 +127,12 @@ def report_command(args: argparse.Namespace) -> int:
     from tsfm.pipelines.state_tracking.runner import StateTrackingError
 
     try:
-        written = write_report(args.results, args.out, steps=args.steps, notes=args.note, command=command_line())
+        notes = list(args.note)
+        if args.notes_file is not None:
+            if not args.notes_file.is_file():
+                raise StateTrackingError(f"--notes-file {args.notes_file}: no such file")
+            notes.append(args.notes_file.read_text().strip())
+        written = write_report(args.results, args.out, steps=args.steps, notes=notes, command=command_line())
     except StateTrackingError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE

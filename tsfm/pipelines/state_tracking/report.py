@@ -49,9 +49,8 @@ SEED_STUDY: tuple[SeedStudyClaim, ...] = (
 """The seed study's synthetic-task figures that this suite can check, with the tolerance of the verdict."""
 
 
-def load_results(paths: Sequence[Path], steps: int | None = None) -> pd.DataFrame:
-    """Rows of one or more results CSVs (or folders holding ``results.csv``) for one recipe: ``steps`` (default:
-    the largest in the files) and its training length."""
+def _read(paths: Sequence[Path]) -> pd.DataFrame:
+    """Every row of one or more results CSVs (or folders holding ``results.csv``), typed."""
     frames = []
     for path in paths:
         path = path / "results.csv" if path.is_dir() else path
@@ -67,6 +66,18 @@ def load_results(paths: Sequence[Path], steps: int | None = None) -> pd.DataFram
         data[column] = data[column].astype(int)
     for column in ("accuracy", "normalised_accuracy", "final_accuracy", "chance", "seconds"):
         data[column] = data[column].astype(float)
+    return data
+
+
+def recipes(paths: Sequence[Path]) -> list[int]:
+    """The training lengths in steps (one recipe each) found in the results files, shortest first."""
+    return sorted(int(s) for s in _read(paths)["steps"].unique())
+
+
+def load_results(paths: Sequence[Path], steps: int | None = None) -> pd.DataFrame:
+    """Rows of one or more results CSVs (or folders holding ``results.csv``) for one recipe: ``steps`` (default:
+    the largest in the files) and its training length."""
+    data = _read(paths)
     available = sorted(int(s) for s in data["steps"].unique())
     chosen = int(available[-1]) if steps is None else steps
     data = data[data["steps"] == chosen]
@@ -141,8 +152,9 @@ def compare_with_seed_study(data: pd.DataFrame, claims: Sequence[SeedStudyClaim]
 
 
 def plot_accuracy(data: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """One PNG per task: chance-normalised accuracy against evaluation length (log scale), a line per backbone with
-    the spread over seeds as error bars; the training length is marked."""
+    """One PNG per task of one recipe (``<task>_<steps>.png``): chance-normalised accuracy against evaluation
+    length (log scale), a line per backbone with the spread over seeds as error bars; the training length is
+    marked."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,7 +162,7 @@ def plot_accuracy(data: pd.DataFrame, out_dir: Path) -> list[Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     summary, written = summarise(data), []
-    train_length = int(data["train_length"].iloc[0])
+    train_length, steps = int(data["train_length"].iloc[0]), int(data["steps"].iloc[0])
     for task in _order(summary["task"], list(TASKS)):
         part = summary[summary["task"] == task]
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
@@ -162,11 +174,11 @@ def plot_accuracy(data: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_ylim(-0.1, 1.05)
         ax.set_xlabel("evaluation length (tokens)")
         ax.set_ylabel("normalised accuracy")
-        ax.set_title(f"{task} (trained at length <= {train_length})")
+        ax.set_title(f"{task} (trained at length <= {train_length}, {steps:,} steps)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
         fig.tight_layout()
-        path = out_dir / f"{task}.png"
+        path = out_dir / f"{task}_{steps}.png"
         fig.savefig(path, dpi=120)
         plt.close(fig)
         written.append(path)
@@ -184,46 +196,54 @@ def _calls(paths: Sequence[Path]) -> list[str]:
     return list(dict.fromkeys(commands))
 
 
+def _recipe_section(data: pd.DataFrame, plot_dir: Path) -> tuple[list[str], list[Path]]:
+    """The tables, plots and seed-study comparison of one recipe (one number of training steps)."""
+    plots = plot_accuracy(data, plot_dir)
+    steps, train_length = int(data["steps"].iloc[0]), int(data["train_length"].iloc[0])
+    device = ", ".join(sorted(data["device"].unique())) if "device" in data else "?"
+    hours = data.drop_duplicates(["task", "backbone", "seed"])["seconds"].sum() / 3600
+    lines = [f"## {steps:,} training steps", "",
+             f"Trained on sequences of length <= {train_length} for {steps:,} steps. Rows: {len(data)} from "
+             f"{data.groupby(['task', 'backbone', 'seed']).ngroups} models; device: {device}; {hours:.2f} "
+             "model-hours of training and evaluation.", "",
+             "### Comparison with the seed study (DESIGN §6)", "", compare_with_seed_study(data), "",
+             "### Normalised accuracy (mean ± std over seeds)", "", markdown_table(summarise(data)), "",
+             "### Raw accuracy (mean ± std over seeds)", "", markdown_table(summarise(data, "accuracy")), "",
+             "### Accuracy of the last position (mean ± std over seeds)", "",
+             "For a^n b^n and a^n b^n c^n this is the membership question (the label at END).", "",
+             markdown_table(summarise(data, "final_accuracy")), "", "### Plots", ""]
+    lines += [f"![{p.stem}]({plot_dir.name}/{p.name})" for p in plots] + [""]
+    return lines, plots
+
+
 def write_report(results: Sequence[Path], out: Path, *, steps: int | None = None, notes: Sequence[str] = (),
                  command: str | None = None) -> list[Path]:
     """Write the markdown report ``out`` and its plots in ``out``'s stem folder (``reports/state_tracking.md`` ->
-    ``reports/state_tracking/*.png``); returns the files written."""
-    data = load_results(results, steps)
+    ``reports/state_tracking/<task>_<steps>.png``): one section per recipe in the files (every number of training
+    steps, shortest first), or only ``steps``; returns the files written."""
+    chosen = recipes(results) if steps is None else [steps]
     plot_dir = out.with_suffix("")
-    plots = plot_accuracy(data, plot_dir)
-    first = data.iloc[0]
-    device = ", ".join(sorted(data["device"].unique())) if "device" in data else "?"
-    hours = data.drop_duplicates(["task", "backbone", "seed"])["seconds"].sum() / 3600
     lines = [
         "# State tracking and accumulation",
         "",
         "Synthetic length-generalisation suite (`tsfm.pipelines.state_tracking`): a token embedding, a registered "
-        "backbone and a per-position classifier, trained on sequences of length <= "
-        f"{int(first['train_length'])} for {int(first['steps']):,} steps and scored at every position of "
+        "backbone and a per-position classifier, trained on short sequences and scored at every position of "
         "sequences of each evaluation length. Normalised accuracy is `(acc - chance) / (1 - chance)`: 1 is "
         "perfect, 0 is chance (1/classes for parity, Z5 and S3; the best constant guess for majority, a^n b^n "
-        "and a^n b^n c^n).",
-        "",
-        f"Rows: {len(data)} from {data.groupby(['task', 'backbone', 'seed']).ngroups} models; device: {device}; "
-        f"{hours:.2f} model-hours of training and evaluation.",
+        "and a^n b^n c^n). The seed study's figures are chance-normalised accuracies of models trained at length "
+        "128; each verdict applies the stated rule to our mean over seeds at each listed length.",
         "",
     ]
     for note in notes:
         lines += [note, ""]
-    lines += ["## Normalised accuracy (mean ± std over seeds)", "", markdown_table(summarise(data)), "",
-              "## Raw accuracy (mean ± std over seeds)", "", markdown_table(summarise(data, "accuracy")), "",
-              "## Accuracy of the last position (mean ± std over seeds)", "",
-              "For a^n b^n and a^n b^n c^n this is the membership question (the label at END).", "",
-              markdown_table(summarise(data, "final_accuracy")), "",
-              "## Plots", ""]
-    lines += [f"![{p.stem}]({plot_dir.name}/{p.name})" for p in plots]
-    lines += ["", "## Comparison with the seed study (DESIGN §6)", "",
-              "The seed study's figures are chance-normalised accuracies of models trained at length 128; the "
-              "verdict applies the stated rule to our mean over seeds at each listed length.", "",
-              compare_with_seed_study(data), ""]
+    written: list[Path] = []
+    for recipe in chosen:
+        section, plots = _recipe_section(load_results(results, recipe), plot_dir)
+        lines += section
+        written += plots
     calls = _calls(results)
     if calls or command:
         lines += ["## Commands", "", "```", *calls, *([command] if command else []), "```", ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
-    return [out, *plots]
+    return [out, *written]
