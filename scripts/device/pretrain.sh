@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine call of a pretraining run: install the carried wheels (gluonts and its pydantic, for evaluation),
 # optionally time the data path and the training step, train (resuming runs/$RUN if an earlier call on this warm
-# machine left it), evaluate the exported model on the carried benchmark, and pack results into $OUT.
+# machine left it), evaluate the exported model on the carried benchmark and on textbook patterns, and pack
+# results into $OUT.
 #
 #   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 BENCH_STEP=1 EVAL_SECONDS=240 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
 #
@@ -43,6 +44,9 @@ print(f"windows/s over the run: {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
 timeout "${EVAL_SECONDS:-240}" python3 scripts/eval_checkpoints.py "runs/$RUN/model" --names "$RUN" --benchmark data/device/benchmark \
     --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
+# textbook patterns (seconds): does the model continue a sine, a sawtooth, two seasons? (tsfm/pipelines/patterns.py)
+timeout 120 python3 -m tsfm patterns --model "runs/$RUN/model" --out "$OUT/pack/patterns" --device cuda 2>&1 \
+    | grep -E "^\| (sine|two seasons) " | head -16
 cp runs/"$RUN"/model/*.safetensors "$OUT/"
 cp runs/"$RUN"/model/config.json runs/"$RUN"/provenance.json runs/"$RUN"/loss.png "$OUT/pack/" 2>/dev/null
 for f in runs/"$RUN"/logs/version_*/metrics.csv; do cp "$f" "$OUT/pack/metrics_$(basename "$(dirname "$f")").csv"; done

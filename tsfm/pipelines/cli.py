@@ -1,4 +1,4 @@
-"""The ``tsfm`` sub-commands that make and judge models: train, sweep, evaluate, report, data.
+"""The ``tsfm`` sub-commands that make and judge models: train, sweep, evaluate, patterns, report, data.
 
 Found by the top-level command through the ``tsfm.commands`` entry point (or its fallback list in
 :mod:`tsfm.cli`); importing this module registers the commands. It imports only the command machinery from the
@@ -102,7 +102,12 @@ def _command_line() -> str | None:
     """The command as typed, for results files (None when called in-process, e.g. from tests)."""
     import shlex
 
-    return shlex.join(["tsfm", *sys.argv[1:]]) if sys.argv and Path(sys.argv[0]).name == "tsfm" else None
+    program = Path(sys.argv[0]) if sys.argv else Path()
+    if program.name == "tsfm":
+        return shlex.join(["tsfm", *sys.argv[1:]])
+    if program.name == "__main__.py" and program.parent.name == "tsfm":
+        return shlex.join(["python", "-m", "tsfm", *sys.argv[1:]])
+    return None
 
 
 @command(
@@ -183,6 +188,44 @@ def evaluate_command(args: argparse.Namespace) -> int:
     print(format_summary(report))
     if args.out is not None:
         print(f"wrote {', '.join(str(args.out / name) for name in report)}")
+    return EXIT_OK
+
+
+@command(
+    "patterns",
+    "Check a model on textbook patterns (sine, sawtooth, square, sine+trend, two seasons) at several periods: nMAE "
+    "per horizon block for each decoding beside Seasonal Naive with the true period. Seconds on a CPU; writes "
+    "OUT/patterns.csv, .md and .png.",
+    arg("--model", default="default", help="built-in model name or checkpoint folder (default: default)"),
+    arg("--out", type=Path, required=True, help="folder for patterns.csv, patterns.md and patterns.png"),
+    arg("--periods", type=lambda text: [int(p) for p in text.split(",")], default=None,
+        help="comma-separated periods in steps (default: 24,96,168,288)"),
+    arg("--decodings", default="masked,autoregressive", help="comma-separated decodings (default: both)"),
+    arg("--prediction-length", type=int, default=480, help="steps to forecast (default: 480)"),
+    DEVICE_ARG,
+)
+def patterns_command(args: argparse.Namespace) -> int:
+    """Loads the model, scores it on the patterns, prints the table."""
+    from tsfm.checkpoint import load_model
+    from tsfm.config import DECODINGS
+    from tsfm.pipelines.patterns import DEFAULT_PERIODS, run_patterns, summary_table
+
+    decodings = [d.strip() for d in args.decodings.split(",") if d.strip()]
+    if not decodings or any(d not in DECODINGS for d in decodings):
+        raise CommandError(f"--decodings: each must be one of {', '.join(DECODINGS)}, got {args.decodings!r}")
+    try:
+        model = load_model(args.model, device=args.device or "cpu")
+    except (OSError, ValueError) as err:
+        raise CommandError(f"--model {args.model}: {err}") from None
+    try:
+        table, written = run_patterns(model, args.out, name=args.model, command=_command_line(),
+                                      periods=args.periods or DEFAULT_PERIODS, decodings=decodings,
+                                      prediction_length=args.prediction_length)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    print(summary_table(table))
+    for path in written:
+        print(f"wrote {path}")
     return EXIT_OK
 
 
