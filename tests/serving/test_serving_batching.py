@@ -199,3 +199,27 @@ def test_submit_before_start_is_an_error(tiny_model) -> None:
             await MicroBatcher(tiny_model).submit(make_series(1, 8, seed=0), 4, (0.5,))
 
     run(main())
+
+
+def test_a_pass_is_one_patch_under_autoregressive_decoding(tiny_model) -> None:
+    """The batcher's unit of work follows the decoding: autoregressive decoding runs one pass over the context per
+    output patch, so a horizon of 1,024 must weigh 32 passes, not the 8 of masked decoding (else one in-limit
+    request could hold the model for many seconds)."""
+    import dataclasses
+
+    from tsfm.model import Forecaster
+    from tsfm.serving.registry import ServedModel
+
+    masked = ServedModel(tiny_model)
+    autoregressive = Forecaster(dataclasses.replace(tiny_model.config, decoding="autoregressive"))
+    assert tiny_model.config.decoding == "masked"
+    assert masked.steps_per_pass == masked.trained_horizon == 128
+    assert ServedModel(autoregressive).steps_per_pass == 32
+
+    async def main() -> list[BatchStats]:
+        batcher, stats = await started(tiny_model, max_batch_series=64, steps_per_pass=32)
+        await batcher.submit(make_series(8, 96, seed=1), 1024, (0.5,))  # 8 series x 32 passes: 4 calls of 2
+        await batcher.close()
+        return stats
+
+    assert [s.series for s in run(main())] == [2, 2, 2, 2]

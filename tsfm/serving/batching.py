@@ -8,8 +8,10 @@ thread is idle, the first request holds the batch open for ``window_s`` so that 
 a call. With batching off, each request is its own call (still on the model thread).
 
 Work is bounded two ways. A call's size is counted in series times forecast passes: a horizon up to
-``steps_per_pass`` (the model's trained horizon) is one pass, longer horizons are rolled out in more, so a series
-with horizon 1,024 weighs as much as eight with horizon 48. A request larger than ``max_batch_series`` of that
+``steps_per_pass`` is one pass, longer horizons take more. Under masked decoding that is the model's trained
+horizon (a series with horizon 1,024 and a trained horizon of 128 weighs as much as eight with horizon 48); under
+autoregressive decoding every patch of 32 steps is another pass over the context (horizon 48: two passes, 1,024:
+32). A request larger than ``max_batch_series`` of that
 weight is split into jobs of at most that weight,
 queued one after the other: the next job joins the queue when the previous one is done, behind whatever arrived
 meanwhile, so a large request takes turns with small ones instead of holding the model for all its calls; and when
@@ -90,7 +92,7 @@ class MicroBatcher:
         enabled: merge concurrent requests into shared calls; ``False`` runs each request alone.
         window_s: how long an idle batcher waits after the first request for more to join.
         max_batch_series: series per model call (each weighted by its forecast passes); a larger request is split.
-        steps_per_pass: horizon of one forecast pass (the model's trained horizon); ``None``: every horizon is one.
+        steps_per_pass: horizon of one forecast pass (``ServedModel.steps_per_pass``); ``None``: every horizon is one.
         max_queued_series: series that may wait (all requests together); ``None``: no limit.
         on_batch: called on the event loop after each model call (metrics).
 

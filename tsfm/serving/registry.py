@@ -55,6 +55,14 @@ class ServedModel:
     def trained_horizon(self) -> int:
         return self.config.train_horizon_patches * self.config.patch_size
 
+    @property
+    def steps_per_pass(self) -> int:
+        """Forecast steps one forward pass over the context yields, the batcher's unit of work: one patch under
+        autoregressive decoding (each further patch is another pass), the trained horizon under masked decoding."""
+        if getattr(self.config, "decoding", "masked") == "autoregressive":
+            return self.config.patch_size
+        return self.trained_horizon
+
     def num_parameters(self) -> int | None:
         """Every parameter of a torch model (``tsfm.model.num_parameters``); None for another forecaster."""
         import torch
