@@ -145,7 +145,7 @@ class TsfmPredictor(Predictor):
         self.quantile_levels = tuple(float(q) for q in quantile_levels)
         self.batch_size = batch_size
         self.chunk_size = max(chunk_size, batch_size)
-        config = getattr(model, "config", None)
+        config = getattr(self.model, "config", None)  # the loaded model's, also when ``model`` was a name
         self.context_length = context_length or getattr(config, "context_length", None) or 2**31
         self.show_progress = show_progress
 
