@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from tsfm.config import ModelConfig
-from tsfm.model import Forecaster, num_parameters
+from tsfm.model import REANCHOR_PATCHES, Forecaster, num_parameters
+from tsfm.patching import patch_tokens, patchify
+from tsfm.scaling import apply_scale, fit_scale, invert_scale
 
 SPECS = ["xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
 
@@ -118,22 +120,48 @@ def test_num_parameters_counts_every_value_once() -> None:
     assert model.num_parameters() == num_parameters(model) == sum(p.numel() for p in model.parameters())
 
 
-def test_autoregressive_decoding_feeds_back_the_median_path():
-    """The first patch is the same either way; later patches follow the median path fed back patch by patch, and
-    each quantile keeps its masked-decoding distance from the median."""
-    model = tiny()
-    context = torch.randn(2, 40)
-    masked = model.forecast(context, 20, decoding="masked")
-    auto = model.forecast(context, 20, decoding="autoregressive")
+def _median_path_by_full_passes(model: Forecaster, context: torch.Tensor, horizon: int, every: int) -> torch.Tensor:
+    """The definition of the autoregressive median, the slow way: append the median patch and run the whole
+    pipeline again, one pass per patch; every ``every`` patches the window keeps its last ``context_length`` steps
+    and the scale is fitted again, in between the scale stays."""
+    patch, median, keep = model.config.patch_size, model.quantile_levels.index(0.5), model.config.context_length
+    window, scale, steps = context, fit_scale(context), []
+    for k in range(math.ceil(horizon / patch)):
+        if k and k % every == 0:
+            window = window[:, -keep:]
+            scale = fit_scale(window)
+        hidden = model.backbone(model.embed(patch_tokens(patchify(apply_scale(window, scale), patch))))
+        step = invert_scale(model.head(hidden[:, -1:])[:, 0].sort(dim=1).values[:, median], scale)  # [B, P]
+        steps.append(step)
+        window = torch.cat([window, step], dim=1)
+    return torch.cat(steps, dim=1)[:, :horizon]
+
+
+@pytest.mark.parametrize("backbone", ["xlstm[1:1]", "xlstm[3:1]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"])
+@pytest.mark.parametrize("horizon_embedding", [False, True])
+def test_autoregressive_decoding_feeds_back_the_median_path(backbone: str, horizon_embedding: bool, monkeypatch):
+    """The first patch is the same either way; later patches follow the median path fed back patch by patch
+    (recurrent steps from the carried state, re-reading the window every REANCHOR_PATCHES, equal a whole pass per
+    patch), and each quantile keeps its masked-decoding distance from the median."""
+    torch.manual_seed(0)
+    model = tiny(backbone, horizon_embedding=horizon_embedding)
+    if model.horizon is not None:
+        torch.nn.init.normal_(model.horizon.weight)  # zero at initialisation: make it count
+    context = torch.randn(2, 250)
+    context[0, :7] = float("nan")  # ragged: left padding
+    context[:, 100:] += torch.linspace(0, 6, 150)  # a drift, so that re-fitting the scale changes it
+    masked = model.forecast(context, 70, decoding="masked")
     median = model.quantile_levels.index(0.5)
     patch = model.config.patch_size
-    assert torch.allclose(masked[..., :patch], auto[..., :patch], atol=1e-5)
-    first = model.forecast(context, patch, decoding="masked")[:, median]
-    second = model.forecast(torch.cat([context, first], dim=1), patch, decoding="masked")[:, median]
-    assert torch.allclose(auto[:, median, patch : 2 * patch], second, atol=1e-4)
-    spread = masked - masked[:, median : median + 1]
-    assert torch.allclose(auto - auto[:, median : median + 1], spread, atol=1e-4)
-    assert not torch.allclose(masked[..., patch:], auto[..., patch:], atol=1e-3)
+    for every in (1, 3, REANCHOR_PATCHES):
+        monkeypatch.setattr("tsfm.model.REANCHOR_PATCHES", every)
+        auto = model.forecast(context, 70, decoding="autoregressive")
+        assert torch.allclose(masked[..., :patch], auto[..., :patch], atol=1e-5)
+        reference = _median_path_by_full_passes(model, context, 70, every)
+        torch.testing.assert_close(auto[:, median], reference, atol=1e-4, rtol=1e-4)
+        spread = masked - masked[:, median : median + 1]
+        assert torch.allclose(auto - auto[:, median : median + 1], spread, atol=1e-4)
+        assert not torch.allclose(masked[..., patch:], auto[..., patch:], atol=1e-3)
 
 
 def test_decoding_is_validated():

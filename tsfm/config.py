@@ -43,8 +43,10 @@ class ModelConfig:
             must tell the 2nd future patch from the 10th by its state alone.
         decoding: how forecasts past the first output patch are made. ``"masked"`` (DESIGN §2.3): one pass,
             masked future tokens forecast every patch. ``"autoregressive"``: the median path is fed back patch by
-            patch (one pass per patch), and each quantile keeps its masked-decoding distance from the median, so
-            the spread still grows with the horizon. See :data:`DECODINGS`.
+            patch (one recurrent step per patch from the backbone's carried state, the window re-read with a
+            re-fitted scale every ``tsfm.model.REANCHOR_PATCHES`` patches), and each quantile keeps its
+            masked-decoding distance from the median, so the spread still grows with the horizon. See
+            :data:`DECODINGS`.
     """
 
     backbone: str = "xlstm[3:1]"
