@@ -201,20 +201,20 @@ def test_submit_before_start_is_an_error(tiny_model) -> None:
     run(main())
 
 
-def test_a_pass_is_one_patch_under_autoregressive_decoding(tiny_model) -> None:
-    """The batcher's unit of work follows the decoding: autoregressive decoding runs one pass over the context per
-    output patch, so a horizon of 1,024 must weigh 32 passes, not the 8 of masked decoding (else one in-limit
-    request could hold the model for many seconds)."""
+def test_the_unit_of_work_follows_the_decoding(tiny_model) -> None:
+    """The batcher's unit of work follows the decoding: a masked pass covers the trained horizon, an autoregressive
+    one REANCHOR_PATCHES patches (the window is re-read that often), and long horizons are split into calls by that
+    weight, so one in-limit request cannot hold the model for one huge call."""
     import dataclasses
 
-    from tsfm.model import Forecaster
+    from tsfm.model import REANCHOR_PATCHES, Forecaster
     from tsfm.serving.registry import ServedModel
 
     masked = ServedModel(tiny_model)
-    autoregressive = Forecaster(dataclasses.replace(tiny_model.config, decoding="autoregressive"))
     assert tiny_model.config.decoding == "masked"
     assert masked.steps_per_pass == masked.trained_horizon == 128
-    assert ServedModel(autoregressive).steps_per_pass == 32
+    small_patches = dataclasses.replace(tiny_model.config, decoding="autoregressive", patch_size=8)
+    assert ServedModel(Forecaster(small_patches)).steps_per_pass == 8 * REANCHOR_PATCHES
 
     async def main() -> list[BatchStats]:
         batcher, stats = await started(tiny_model, max_batch_series=64, steps_per_pass=32)

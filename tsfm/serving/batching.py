@@ -10,8 +10,8 @@ a call. With batching off, each request is its own call (still on the model thre
 Work is bounded two ways. A call's size is counted in series times forecast passes: a horizon up to
 ``steps_per_pass`` is one pass, longer horizons take more. Under masked decoding that is the model's trained
 horizon (a series with horizon 1,024 and a trained horizon of 128 weighs as much as eight with horizon 48); under
-autoregressive decoding every patch of 32 steps is another pass over the context (horizon 48: two passes, 1,024:
-32). A request larger than ``max_batch_series`` of that
+autoregressive decoding the model re-reads its window every 4 patches of 32 steps (horizon 48: one pass, 1,024:
+eight). A request larger than ``max_batch_series`` of that
 weight is split into jobs of at most that weight,
 queued one after the other: the next job joins the queue when the previous one is done, behind whatever arrived
 meanwhile, so a large request takes turns with small ones instead of holding the model for all its calls; and when

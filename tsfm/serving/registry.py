@@ -57,10 +57,13 @@ class ServedModel:
 
     @property
     def steps_per_pass(self) -> int:
-        """Forecast steps one forward pass over the context yields, the batcher's unit of work: one patch under
-        autoregressive decoding (each further patch is another pass), the trained horizon under masked decoding."""
+        """Forecast steps one forward pass over the context yields, the batcher's unit of work. Under masked decoding
+        that is the trained horizon; under autoregressive decoding the window is re-read every
+        ``REANCHOR_PATCHES`` patches (the recurrent steps between are cheap), so a pass covers that many patches."""
         if getattr(self.config, "decoding", "masked") == "autoregressive":
-            return self.config.patch_size
+            from tsfm.model import REANCHOR_PATCHES
+
+            return self.config.patch_size * REANCHOR_PATCHES
         return self.trained_horizon
 
     def num_parameters(self) -> int | None:
