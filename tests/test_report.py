@@ -119,3 +119,15 @@ def test_cli_report_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     results = write_results(tmp_path / "results", [r for r in KNOWN if r[1] != "seasonal_naive"])
     assert main(["report", "--results", str(results), "--out", str(tmp_path)]) == 2
     assert "normaliser" in capsys.readouterr().err
+
+
+def test_published_values_say_which_configurations_share_the_data() -> None:
+    from tsfm.pipelines.report import _anchors_section
+
+    frame = pd.DataFrame([("m4_hourly/H/short", "seasonal_naive", 1.19321, 0.0376),
+                          ("ett1/H/short", "seasonal_naive", 1.001, 0.2539)], columns=["dataset", "model", MASE, CRPS])
+    text = "\n".join(_anchors_section(frame))
+    assert "| `m4_hourly/H/short` | same | seasonal_naive | 1.193 / 0.038 | 1.193 / 0.038 |" in text
+    assert "| `ett1/H/short` | another version | seasonal_naive |" in text
+    assert "our ETT files are another version" in text
+    assert _anchors_section(frame.iloc[0:0]) == []

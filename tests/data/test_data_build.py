@@ -83,6 +83,14 @@ def test_benchmark_contents(built: tuple[Path, Path]) -> None:
     assert sorted(list_datasets(bench)) == sorted({s.dataset for s in BENCHMARK})
     m3 = next(c for c in configs if c["dataset"] == "m3_monthly")
     assert (m3["prediction_length"], m3["windows"], m3["num_series"]) == (18, 1, 1428)
+    assert (m3["horizon_rule"], m3["gift_eval_loadable"]) == ("competition:m3", False)
+    m4 = next(c for c in configs if c["dataset"] == "m4_hourly")
+    assert (m4["horizon_rule"], m4["gift_eval_loadable"]) == ("gift-eval", True)
+    assert {c["horizon_rule"] for c in configs if not c["gift_eval_loadable"]} == {
+        "competition:m3", "competition:nn3", "competition:tourism"}
+    for name in list_datasets(bench):  # GIFT-Eval's loader needs starts in pandas' nanosecond range (>= 1677)
+        first = min(entry["start"] for entry in read_dataset(bench / name))
+        assert first.year >= 1750, f"{name} has a series starting {first}"
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .frequency import seasonality
-from .gift_eval import BENCHMARK_FILE, GiftEvalDataset, Term
+from .gift_eval import BENCHMARK_FILE, GiftEvalDataset, Term, competition_family
 from .gift_format import write_dataset
 from .sources import load_source
 from .sources.base import SourceDataset
@@ -191,6 +191,7 @@ def build_benchmark(
                     "prediction_length": g.prediction_length,
                     "windows": g.windows,
                     "season_length": seasonality(ds.freq),
+                    **_horizon_rule(name),
                     "sources": list(ds.files),
                     "license": ds.license,
                 }
@@ -204,6 +205,16 @@ def build_benchmark(
         },
     )
     return [c["key"] for c in configs]
+
+
+def _horizon_rule(name: str) -> dict[str, Any]:
+    """Which rule set the horizon: GIFT-Eval's (its own ``Dataset`` loads the configuration and gets the same
+    horizon and windows) or a competition's (one window of the competition's horizon, which GIFT-Eval's ``Dataset``
+    does not know: it derives another horizon or fails, so load these with ``tsfm.pipelines.data.gift_eval``)."""
+    family = competition_family(name)
+    if family is None:
+        return {"horizon_rule": "gift-eval", "gift_eval_loadable": True}
+    return {"horizon_rule": f"competition:{family}", "gift_eval_loadable": False}
 
 
 def read_benchmark(root: str | os.PathLike[str]) -> list[dict[str, Any]]:

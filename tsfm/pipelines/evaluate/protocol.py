@@ -1,8 +1,9 @@
 """GIFT-Eval's protocol for one configuration: its metric list, how a predictor is scored, and one result row.
 
-Exactly as GIFT-Eval's notebooks do: gluonts ``evaluate_model`` with ``axis=None, mask_invalid_label=True,
-allow_nan_forecast=False, seasonality=get_seasonality(freq)`` and GIFT-Eval's metric list; rows in the columns and
-keys of the leaderboard's ``all_results.csv``. gluonts is imported only when a predictor is scored.
+Exactly as GIFT-Eval's notebooks do: gluonts ``evaluate_model`` with ``axis=None, batch_size=512,
+mask_invalid_label=True, allow_nan_forecast=False, seasonality=get_seasonality(freq)`` and GIFT-Eval's metric
+list; rows in the columns and keys of the leaderboard's ``all_results.csv``. gluonts is imported only when a
+predictor is scored.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def evaluate_predictor(
             test_data=dataset.test_data,
             metrics=gift_eval_metrics(),
             axis=None,
+            batch_size=512,
             mask_invalid_label=True,
             allow_nan_forecast=False,
             seasonality=dataset.season_length,

@@ -3,7 +3,9 @@
 One dataset per period class: M3 yearly 645, quarterly 756, monthly 1,428, other 174; M1 yearly 181, quarterly 203,
 monthly 617. M3 "other" series have no calendar (R frequency 1, time 1, 2, ...): we keep R's frequency (written as
 yearly ``A-DEC``) and give them M4's dummy start year 1750; their competition horizon (8) comes from the override in
-:mod:`..gift_eval`, not from the frequency.
+:mod:`..gift_eval`, not from the frequency. Series of another period whose start is not a calendar year (29 M3
+monthly series, N2801-N2829, start in year 1) get the same dummy year, keeping their month: a start before pandas'
+nanosecond range (1677) crashes GIFT-Eval's own loading code (``OutOfBoundsDatetime``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from .rdata_io import RSeries, load_rda, r_time_index
 __all__ = ["m1", "m3"]
 
 DUMMY_YEAR = 1750
+#: Starts before this year are positions, not calendar years (M3 monthly N2801-N2829 start at year 1).
+FIRST_CALENDAR_YEAR = 1700
 _PERIODS = {"YEARLY": "yearly", "QUARTERLY": "quarterly", "MONTHLY": "monthly", "OTHER": "other"}
 
 
@@ -35,7 +39,8 @@ def _mcomp(file: str, prefix: str, period: str, shared: str | os.PathLike[str] |
             continue
         x: RSeries = record["x"]
         xx: RSeries = record["xx"]
-        alias, start = r_time_index(x, dummy_year=DUMMY_YEAR if period == "other" else None)
+        no_calendar = period == "other" or x.start < FIRST_CALENDAR_YEAR
+        alias, start = r_time_index(x, dummy_year=DUMMY_YEAR if no_calendar else None)
         freq = freq or alias
         if alias != freq:
             raise ValueError(f"{file}: series {name} has frequency {alias}, others {freq}")
