@@ -85,12 +85,15 @@ def find_overlaps(train: Iterable[np.ndarray], benchmark: Sequence[np.ndarray], 
     (checked value by value after a hash match)."""
     bench_series = [np.asarray(b, dtype=np.float32) for b in benchmark]
     table = chunk_hashes(bench_series, width, min_distinct)
-    keys = np.fromiter(table.keys(), dtype=np.uint64, count=len(table))
+    keys = np.sort(np.fromiter(table.keys(), dtype=np.uint64, count=len(table)))  # sorted once, searched per series
     found: list[Overlap] = []
     for train_index, values in enumerate(train):
         values = np.asarray(values, dtype=np.float32)
         hashes = window_hashes(values, width)
-        for offset in np.flatnonzero(np.isin(hashes, keys)):
+        if not keys.size or not hashes.size:
+            continue
+        nearest = keys[np.minimum(np.searchsorted(keys, hashes), keys.size - 1)]
+        for offset in np.flatnonzero(nearest == hashes):
             window = values[offset : offset + width]
             for bench_index, bench_offset in table[int(hashes[offset])]:
                 chunk = bench_series[bench_index][bench_offset : bench_offset + width]
