@@ -67,19 +67,22 @@ class Forecaster(nn.Module):
         """Every parameter: embedding, backbone, head, norms (see :func:`num_parameters`)."""
         return num_parameters(self)
 
-    def forward(self, context: torch.Tensor, num_future_tokens: int = 0) -> ForwardOutput:
+    def forward(
+        self, context: torch.Tensor, num_future_tokens: int = 0, scale: ScaleParams | None = None
+    ) -> ForwardOutput:
         """Run the pipeline once.
 
         Args:
             context: ``[B, T]`` raw values, NaN where missing (left padding included).
             num_future_tokens: fully masked tokens appended after the context (``ceil(H / P) - 1`` for horizon H).
+            scale: use this scaling instead of fitting one on ``context`` (a stream keeps the scale it opened with).
         Returns:
             ``ForwardOutput(quantiles [B, ceil(T/P) + num_future_tokens, Q, P], scale)``; output ``j`` forecasts
             the patch after token ``j``.
         """
         if context.dim() != 2:
             raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
-        scale = fit_scale(context)
+        scale = fit_scale(context) if scale is None else scale
         patches = patchify(apply_scale(context, scale), self.config.patch_size)
         if num_future_tokens > 0:
             future = patches.new_full((patches.shape[0], num_future_tokens, self.config.patch_size), float("nan"))
@@ -99,11 +102,17 @@ class Forecaster(nn.Module):
         return torch.cat([tokens[:, :-num_future_tokens], future], dim=1)
 
     @torch.no_grad()
-    def forecast(self, context: torch.Tensor, prediction_length: int, decoding: str | None = None) -> torch.Tensor:
+    def forecast(
+        self,
+        context: torch.Tensor,
+        prediction_length: int,
+        decoding: str | None = None,
+        scale: ScaleParams | None = None,
+    ) -> torch.Tensor:
         """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``.
 
         ``decoding`` overrides ``config.decoding`` (``"masked"`` or ``"autoregressive"``); both give the same first
-        patch.
+        patch. ``scale`` fixes the scaling (default: fitted on each context the pass reads), as a stream does.
         """
         if prediction_length <= 0:
             raise ValueError(f"prediction_length must be positive, got {prediction_length}")
@@ -111,35 +120,43 @@ class Forecaster(nn.Module):
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         context = context.to(self.device, torch.float32)
-        masked = self._forecast_masked(context, prediction_length)
+        masked = self._forecast_masked(context, prediction_length, scale)
         if decoding == "masked" or prediction_length <= self.config.patch_size:
             return masked
         center = masked[:, self._median_index : self._median_index + 1]
-        median = self._median_path(context, center[:, 0, : self.config.patch_size], prediction_length)
+        median = self._median_path(context, center[:, 0, : self.config.patch_size], prediction_length, scale)
         return (median[:, None] + (masked - center)).sort(dim=1).values
 
     @property
     def _median_index(self) -> int:
         return self.quantile_levels.index(0.5)
 
-    def _forecast_masked(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+    def _forecast_masked(
+        self, context: torch.Tensor, prediction_length: int, scale: ScaleParams | None = None
+    ) -> torch.Tensor:
         """One pass: the last context token and ``ceil(H / P) - 1`` masked future tokens forecast the horizon."""
         patch = self.config.patch_size
         num_out = math.ceil(prediction_length / patch)
-        out = self(context, num_future_tokens=num_out - 1)
+        out = self(context, num_future_tokens=num_out - 1, scale=scale)
         future = out.quantiles[:, -num_out:]  # [B, num_out, Q, P]
         future = future.permute(0, 2, 1, 3).reshape(context.shape[0], len(self.quantile_levels), num_out * patch)
         future = future[..., :prediction_length].sort(dim=1).values
         return invert_scale(future, out.scale)
 
-    def _median_path(self, context: torch.Tensor, first_patch: torch.Tensor, prediction_length: int) -> torch.Tensor:
+    def _median_path(
+        self,
+        context: torch.Tensor,
+        first_patch: torch.Tensor,
+        prediction_length: int,
+        scale: ScaleParams | None = None,
+    ) -> torch.Tensor:
         """``[B, H]``: append the median patch to the context, forecast the next one, repeat (the context keeps its
         last ``context_length`` steps, as at inference). ``first_patch`` is the masked pass's, which is the same."""
         patch, keep = self.config.patch_size, self.config.context_length
         steps = [first_patch]
         for _ in range(math.ceil(prediction_length / patch) - 1):
             context = torch.cat([context, steps[-1]], dim=1)
-            steps.append(self._forecast_masked(context[:, -keep:], patch)[:, self._median_index])
+            steps.append(self._forecast_masked(context[:, -keep:], patch, scale)[:, self._median_index])
         return torch.cat(steps, dim=1)[:, :prediction_length]
 
     def training_loss(
