@@ -82,6 +82,7 @@ class Forecaster(nn.Module):
         """
         if context.dim() != 2:
             raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
+        self.check_context_length(context.shape[-1])
         scale = fit_scale(context) if scale is None else scale
         patches = patchify(apply_scale(context, scale), self.config.patch_size)
         if num_future_tokens > 0:
@@ -92,6 +93,16 @@ class Forecaster(nn.Module):
             tokens = self._add_horizon(tokens, num_future_tokens)
         hidden = self.backbone(tokens)
         return ForwardOutput(self.head(hidden), scale)
+
+    def check_context_length(self, length: int) -> None:
+        """Refuse contexts past the trained length for backbones that cannot read them (the Transformer's RoPE
+        positions past it are untrained); recurrent backbones read any length."""
+        limit = self.config.context_length
+        if length > limit and not self.backbone.reads_past_trained_length:
+            raise ValueError(
+                f"context_length: backbone {self.backbone.spec!r} was trained on contexts of at most {limit} steps "
+                f"and cannot read {length}; pass context_length <= {limit} (recurrent backbones read any length)"
+            )
 
     def _add_horizon(self, tokens: torch.Tensor, num_future_tokens: int) -> torch.Tensor:
         """Add the horizon embedding to the last ``num_future_tokens`` tokens (future token ``k`` forecasts patch
@@ -152,7 +163,9 @@ class Forecaster(nn.Module):
     ) -> torch.Tensor:
         """``[B, H]``: append the median patch to the context, forecast the next one, repeat (the context keeps its
         last ``context_length`` steps, as at inference). ``first_patch`` is the masked pass's, which is the same."""
-        patch, keep = self.config.patch_size, self.config.context_length
+        # keep the window the caller chose (predict(..., context_length=8192) on a recurrent backbone), at least the
+        # trained one
+        patch, keep = self.config.patch_size, max(self.config.context_length, context.shape[-1])
         steps = [first_patch]
         for _ in range(math.ceil(prediction_length / patch) - 1):
             context = torch.cat([context, steps[-1]], dim=1)

@@ -92,6 +92,7 @@ class Stream:
         if self.decoding not in DECODINGS:
             raise StreamError(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
         self.recompute = self.model.backbone.name == "transformer"
+        model.check_context_length(self.context_length)
         series = _as_series_list(context)
         tails = [
             torch.from_numpy(_check_context(s[-self.context_length :], f"context[{i}]", self.context_length)).float()
