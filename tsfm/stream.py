@@ -162,7 +162,8 @@ class Stream:
             state = _take(self._state, index)
             scale = ScaleParams(self._loc[index], self._scale[index])
             out[index] = self._forecast_from_state(state, self._last[index], scale, prediction_length)
-        rest = [i for i in range(batch) if i not in set(from_state)]
+        done = set(from_state)
+        rest = [i for i in range(batch) if i not in done]
         for width, index in _group_by_patches([len(self._tails[i]) for i in rest], rest, self.config.patch_size):
             context = torch.stack([_left_pad(self._tails[i], width) for i in index]).to(out.device)
             idx = torch.tensor(index, device=out.device)
