@@ -83,6 +83,21 @@ def test_stream_matches_full_forward(spec, updates, decoding):
     assert checks >= 2 and stream.reanchors == [0, 0, 0]
 
 
+@pytest.mark.parametrize("decoding", ["masked", "autoregressive"])
+@pytest.mark.parametrize("spec", ["xlstm[3:1]", "mamba2"])
+def test_update_longer_than_the_kept_tail(spec, decoding):
+    """An update of more than context_length steps feeds all its patches; the state remembers past the tail."""
+    model = tiny(spec)
+    rng = np.random.default_rng(5)
+    context, new = rng.normal(size=40), rng.normal(size=296)
+    stream = open_stream(model, context, max_drift=None, decoding=decoding)
+    scale = ScaleParams(stream._loc.clone(), stream._scale.clone())
+    stream.update([new])
+    assert len(stream._tails[0]) == 256 and stream.buffered == [0]
+    want = reference(model, [np.concatenate([context, new])], scale, 20, decoding)
+    torch.testing.assert_close(stream.forecast_model_quantiles(20), want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("spec", ["xlstm[1:1]", "gdn"])
 def test_forecast_does_not_disturb_state(spec):
     model = tiny(spec, horizon_embedding=True)

@@ -53,6 +53,9 @@ from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
 #: 2,048-step window but early enough that scaled inputs stay in the range the model was trained on.
 DEFAULT_MAX_DRIFT = 2.0
 FORMAT_VERSION = 1
+#: Series per prefill pass: reading whole contexts is predict's workload, so it is batched like predict's default
+#: (1,000 contexts of 2,048 steps in one pass exhaust a 24 GB machine).
+PREFILL_BATCH = 256
 
 
 class StreamError(ValueError):
@@ -123,7 +126,7 @@ class Stream:
         for i, new in enumerate(values):
             if len(new) == 0:
                 continue
-            self._tails[i] = torch.cat([self._tails[i], new])[-self.context_length :]
+            self._tails[i] = torch.cat([self._tails[i], new])  # cut back to context_length once fed
             total = self._buffered[i] + len(new)
             self._buffered[i] = total % patch
             if total // patch:
@@ -131,6 +134,7 @@ class Stream:
         for count, index in advance.items():
             if not self.recompute:
                 self._advance(index, count)
+        self._tails = [tail[-self.context_length :] for tail in self._tails]
         completed = sorted(i for index in advance.values() for i in index)
         drifted = [i for i in completed if self._drifted(i)]
         if drifted:
@@ -263,7 +267,9 @@ class Stream:
         """Fit the scale on each listed series' tail (without its buffered steps) and recompute its state."""
         patch = self.config.patch_size
         ends = {i: len(self._tails[i]) - self._buffered[i] for i in index}
-        for width, group in _group_by_patches([ends[i] for i in index], index, patch):
+        groups = _group_by_patches([ends[i] for i in index], index, patch)
+        chunks = [(w, g[k : k + PREFILL_BATCH]) for w, g in groups for k in range(0, len(g), PREFILL_BATCH)]
+        for width, group in chunks:
             context = torch.stack([_left_pad(self._tails[i][: ends[i]], width) for i in group]).to(self.model.device)
             idx = torch.tensor(group, device=self.model.device)
             scale = fit_scale(context)
