@@ -117,6 +117,7 @@ def test_forecast_returns_requested_levels_like_predict():
     quantiles, median = stream.forecast(10, quantile_levels=(0.1, 0.5, 0.9))
     assert quantiles.shape == (2, 10, 3) and median.shape == (2, 10)
     np.testing.assert_allclose(quantiles[..., 1], median)
+    assert not stream._last.requires_grad  # opening keeps no autograd graph (1,000 long contexts would not fit)
 
 
 def test_drift_reanchors_and_says_so():

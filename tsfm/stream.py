@@ -263,6 +263,7 @@ class Stream:
             self._last = torch.zeros(batch, self.config.d_model, device=device)
         self._prefill(list(range(batch)))
 
+    @torch.no_grad()
     def _prefill(self, index: list[int]) -> None:
         """Fit the scale on each listed series' tail (without its buffered steps) and recompute its state."""
         patch = self.config.patch_size
