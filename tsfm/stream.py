@@ -56,6 +56,8 @@ FORMAT_VERSION = 1
 #: Series per prefill pass: reading whole contexts is predict's workload, so it is batched like predict's default
 #: (1,000 contexts of 2,048 steps in one pass exhaust a 24 GB machine).
 PREFILL_BATCH = 256
+#: Up to this many new tokens run through ``step`` one by one rather than the backbone's parallel ``forward``.
+STEP_TOKENS = 4
 
 
 class StreamError(ValueError):
@@ -293,9 +295,20 @@ class Stream:
         raw = torch.stack(rows).to(self.model.device)
         scaled = apply_scale(raw, ScaleParams(self._loc[idx], self._scale[idx]))
         tokens = self.model.embed(patch_tokens(scaled.reshape(len(index), count, patch)))
-        hidden, state = self.model.backbone(tokens, state=_take(self._state, idx), return_state=True)
+        hidden, state = self._run(tokens, _take(self._state, idx))
         self._last[idx] = hidden[:, -1]
         self._state = _put(self._state, idx, state)
+
+    def _run(self, tokens: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """The backbone over ``tokens [B, T, d]`` from ``state``: token by token with ``step`` for a few tokens
+        (the chunkwise parallel forms pad a short sequence to a whole chunk, up to 64x the work), else ``forward``."""
+        if tokens.shape[1] > STEP_TOKENS:
+            return self.model.backbone(tokens, state=state, return_state=True)
+        outputs = []
+        for t in range(tokens.shape[1]):
+            y, state = self.model.backbone.step(tokens[:, t], state)
+            outputs.append(y)
+        return torch.stack(outputs, dim=1), state
 
     def _drifted(self, i: int) -> bool:
         if self.max_drift is None:
@@ -324,7 +337,7 @@ class Stream:
             tokens = model.embed(patch_tokens(future))
             if model.horizon is not None:
                 tokens = model._add_horizon(tokens, num_out - 1)
-            hidden = torch.cat([hidden, model.backbone(tokens, state=state)], dim=1)
+            hidden = torch.cat([hidden, self._run(tokens, state)[0]], dim=1)
         masked = self._to_series(model.head(hidden), scale, prediction_length)
         if self.decoding == "masked" or prediction_length <= patch:
             return masked
@@ -333,7 +346,7 @@ class Stream:
         steps = [center[:, 0, :patch]]
         for _ in range(num_out - 1):
             token = model.embed(patch_tokens(apply_scale(steps[-1], scale)[:, None]))
-            hidden, state = model.backbone(token, state=state, return_state=True)
+            hidden, state = self._run(token, state)
             steps.append(self._to_series(model.head(hidden), scale, patch)[:, mid])
         median = torch.cat(steps, dim=1)[:, :prediction_length]
         return (median[:, None] + (masked - center)).sort(dim=1).values
