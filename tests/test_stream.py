@@ -101,7 +101,7 @@ def test_update_longer_than_the_kept_tail(spec, decoding):
     torch.testing.assert_close(stream.forecast_model_quantiles(20), want, rtol=1e-4, atol=tolerance)
 
 
-@pytest.mark.parametrize("spec", ["xlstm[1:1]", "gdn"])
+@pytest.mark.parametrize("spec", SPECS)
 def test_forecast_does_not_disturb_state(spec):
     model = tiny(spec, horizon_embedding=True)
     rng = np.random.default_rng(0)
