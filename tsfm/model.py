@@ -70,24 +70,38 @@ class Forecaster(nn.Module):
         """Every parameter: embedding, backbone, head, norms (see :func:`num_parameters`)."""
         return num_parameters(self)
 
-    def forward(self, context: torch.Tensor, num_future_tokens: int = 0) -> ForwardOutput:
+    def forward(
+        self, context: torch.Tensor, num_future_tokens: int = 0, scale: ScaleParams | None = None
+    ) -> ForwardOutput:
         """Run the pipeline once.
 
         Args:
             context: ``[B, T]`` raw values, NaN where missing (left padding included).
             num_future_tokens: fully masked tokens appended after the context (``ceil(H / P) - 1`` for horizon H).
+            scale: use this scaling instead of fitting one on ``context`` (a stream keeps the scale it opened with).
         Returns:
             ``ForwardOutput(quantiles [B, ceil(T/P) + num_future_tokens, Q, P], scale)``; output ``j`` forecasts
             the patch after token ``j``.
         """
         if context.dim() != 2:
             raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
-        scale = fit_scale(context)
+        self.check_context_length(context.shape[-1])
+        scale = fit_scale(context) if scale is None else scale
         tokens = self._context_tokens(context, scale)
         if num_future_tokens > 0:
             tokens = torch.cat([tokens, self._future_tokens(context.shape[0], num_future_tokens, tokens)], dim=1)
         hidden = self.backbone(tokens)
         return ForwardOutput(self.head(hidden), scale)
+
+    def check_context_length(self, length: int) -> None:
+        """Refuse contexts past the trained length for backbones that cannot read them (the Transformer's RoPE
+        positions past it are untrained); recurrent backbones read any length."""
+        limit = self.config.context_length
+        if length > limit and not self.backbone.reads_past_trained_length:
+            raise ValueError(
+                f"context_length: backbone {self.backbone.spec!r} was trained on contexts of at most {limit} steps "
+                f"and cannot read {length}; pass context_length <= {limit} (recurrent backbones read any length)"
+            )
 
     def _context_tokens(self, context: torch.Tensor, scale: ScaleParams) -> torch.Tensor:
         """``[B, ceil(T/P), d]``: the scaled context, patched (left-padded with NaN) and embedded."""
@@ -111,11 +125,17 @@ class Forecaster(nn.Module):
         return torch.cat([tokens[:, :-num_future_tokens], future], dim=1)
 
     @torch.no_grad()
-    def forecast(self, context: torch.Tensor, prediction_length: int, decoding: str | None = None) -> torch.Tensor:
+    def forecast(
+        self,
+        context: torch.Tensor,
+        prediction_length: int,
+        decoding: str | None = None,
+        scale: ScaleParams | None = None,
+    ) -> torch.Tensor:
         """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``.
 
         ``decoding`` overrides ``config.decoding`` (``"masked"`` or ``"autoregressive"``); both give the same first
-        patch.
+        patch. ``scale`` fixes the scaling (default: fitted on the context), as a stream does.
         """
         if prediction_length <= 0:
             raise ValueError(f"prediction_length must be positive, got {prediction_length}")
@@ -123,37 +143,46 @@ class Forecaster(nn.Module):
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         context = context.to(self.device, torch.float32)
+        self.check_context_length(context.shape[-1])
         if decoding == "masked" or prediction_length <= self.config.patch_size:
-            return self._forecast_masked(context, prediction_length)
-        return self._forecast_autoregressive(context, prediction_length)
+            return self._forecast_masked(context, prediction_length, scale)
+        return self._forecast_autoregressive(context, prediction_length, scale)
 
     @property
     def _median_index(self) -> int:
         return self.quantile_levels.index(0.5)
 
-    def _forecast_masked(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+    def _forecast_masked(
+        self, context: torch.Tensor, prediction_length: int, scale: ScaleParams | None = None
+    ) -> torch.Tensor:
         """One pass: the last context token and ``ceil(H / P) - 1`` masked future tokens forecast the horizon."""
         patch = self.config.patch_size
         num_out = math.ceil(prediction_length / patch)
-        out = self(context, num_future_tokens=num_out - 1)
+        out = self(context, num_future_tokens=num_out - 1, scale=scale)
         future = out.quantiles[:, -num_out:]  # [B, num_out, Q, P]
         future = future.permute(0, 2, 1, 3).reshape(context.shape[0], len(self.quantile_levels), num_out * patch)
         future = future[..., :prediction_length].sort(dim=1).values
         return invert_scale(future, out.scale)
 
-    def _forecast_autoregressive(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+    def _forecast_autoregressive(
+        self, context: torch.Tensor, prediction_length: int, scale: ScaleParams | None = None
+    ) -> torch.Tensor:
         """The median fed back patch by patch, with the masked pass's quantile spread around it.
 
         The median path re-reads the context every ``REANCHOR_PATCHES`` patches: the fed-back median is appended,
-        the window keeps its last ``context_length`` steps, the scale is fitted again on it and the backbone's
-        state rebuilt; between re-reads each fed-back patch is one recurrent step from the carried state at the
-        current scale. Re-fitting matters (a drifting forecast otherwise leaves the standardised range the model
-        was trained on: ``ett2/H/long`` MASE 1.06 re-fitted every patch, 1.27 never, ``benchmarks/RESULTS.md``);
-        stepping saves most passes (a horizon of ``n`` patches costs ``ceil(n / REANCHOR_PATCHES)`` passes).
+        the window keeps its last ``context_length`` steps (or the caller's longer window), the scale is fitted
+        again on it and the backbone's state rebuilt; between re-reads each fed-back patch is one recurrent step
+        from the carried state at the current scale. Re-fitting matters (a drifting forecast otherwise leaves the
+        standardised range the model was trained on: ``ett2/H/long`` MASE 1.06 re-fitted every patch, 1.27 never,
+        ``benchmarks/RESULTS.md``); stepping saves most passes (a horizon of ``n`` patches costs
+        ``ceil(n / REANCHOR_PATCHES)`` passes). With a fixed ``scale`` (a stream) nothing is re-read: the scale
+        stays and the state holds everything, as a stream's carried state does.
         """
-        patch, keep, batch = self.config.patch_size, self.config.context_length, context.shape[0]
+        fixed = scale is not None
+        keep = max(self.config.context_length, context.shape[-1])
+        patch, batch = self.config.patch_size, context.shape[0]
         median_index, num_out = self._median_index, math.ceil(prediction_length / patch)
-        scale = fit_scale(context)
+        scale = fit_scale(context) if scale is None else scale
         hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)
         future = self.backbone(self._future_tokens(batch, num_out - 1, hidden), state=state)  # the masked pass
         masked = self.head(torch.cat([hidden[:, -1:], future], dim=1)).sort(dim=2).values  # [B, n, Q, P], scaled
@@ -161,7 +190,7 @@ class Forecaster(nn.Module):
         center = masked[:, median_index : median_index + 1]
         steps = [center[:, 0, :patch]]
         for k in range(1, num_out):
-            if k % REANCHOR_PATCHES == 0:  # re-read the window ending with the fed-back median
+            if not fixed and k % REANCHOR_PATCHES == 0:  # re-read the window ending with the fed-back median
                 context = torch.cat([context, *steps[-REANCHOR_PATCHES:]], dim=1)[:, -keep:]
                 scale = fit_scale(context)
                 hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)

@@ -40,6 +40,10 @@ class Backbone(nn.Module, abc.ABC):
     """
 
     name: str = ""
+    #: Whether the backbone may read contexts longer than ``config.context_length``. Recurrent backbones carry a
+    #: fixed-size state, so more history is just more steps; a backbone with positions (RoPE) has never seen the
+    #: positions past its trained length and sets this to False, so the forecaster refuses such contexts.
+    reads_past_trained_length: bool = True
 
     def __init__(self, config: ModelConfig, options: str | None = None) -> None:
         super().__init__()

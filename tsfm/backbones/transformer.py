@@ -73,6 +73,8 @@ class CausalSelfAttention(Mixer):
 class TransformerBackbone(BlockStack):
     """Stack of attention mixers in the shared pre-norm block with a gated FFN (a LLaMA-style decoder)."""
 
+    reads_past_trained_length = False
+
     def __init__(self, config: ModelConfig, options: str | None = None) -> None:
         reject_options("transformer", options)
         if config.head_dim % 2:
