@@ -10,7 +10,7 @@ contiguous patch masking it was trained with, which is less accurate (``forecast
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -28,6 +28,9 @@ TARGET_CLAMP = 100.0
 
 #: Autoregressive decoding re-reads its window (re-fitted scale, rebuilt state) every this many fed-back patches.
 REANCHOR_PATCHES = 4
+#: Up to this many tokens continue a state through ``step`` one by one rather than the backbone's parallel
+#: ``forward``, whose chunkwise forms pad a short sequence to a whole chunk (up to 64x the work).
+STEP_TOKENS = 4
 
 
 def num_parameters(module: nn.Module) -> int:
@@ -102,6 +105,17 @@ class Forecaster(nn.Module):
                 f"context_length: backbone {self.backbone.spec!r} was trained on contexts of at most {limit} steps "
                 f"and cannot read {length}; pass context_length <= {limit} (recurrent backbones read any length)"
             )
+
+    def continue_state(self, tokens: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """The backbone over ``tokens [B, T, d]`` from ``state`` -> ``(hidden [B, T, d], state after)``: a few
+        tokens go through ``step`` (see :data:`STEP_TOKENS`), more through ``forward``. ``state`` is not written."""
+        if tokens.shape[1] > STEP_TOKENS:
+            return self.backbone(tokens, state=state, return_state=True)
+        outputs = []
+        for t in range(tokens.shape[1]):
+            y, state = self.backbone.step(tokens[:, t], state)
+            outputs.append(y)
+        return torch.stack(outputs, dim=1), state
 
     def _context_tokens(self, context: torch.Tensor, scale: ScaleParams) -> torch.Tensor:
         """``[B, ceil(T/P), d]``: the scaled context, patched (left-padded with NaN) and embedded."""
@@ -184,7 +198,7 @@ class Forecaster(nn.Module):
         median_index, num_out = self._median_index, math.ceil(prediction_length / patch)
         scale = fit_scale(context) if scale is None else scale
         hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)
-        future = self.backbone(self._future_tokens(batch, num_out - 1, hidden), state=state)  # the masked pass
+        future, _ = self.continue_state(self._future_tokens(batch, num_out - 1, hidden), state)  # the masked pass
         masked = self.head(torch.cat([hidden[:, -1:], future], dim=1)).sort(dim=2).values  # [B, n, Q, P], scaled
         masked = invert_scale(masked.permute(0, 2, 1, 3).reshape(batch, -1, num_out * patch), scale)  # [B, Q, nP]
         center = masked[:, median_index : median_index + 1]

@@ -56,8 +56,6 @@ FORMAT_VERSION = 1
 #: Series per prefill pass: reading whole contexts is predict's workload, so it is batched like predict's default
 #: (1,000 contexts of 2,048 steps in one pass exhaust a 24 GB machine).
 PREFILL_BATCH = 256
-#: Up to this many new tokens run through ``step`` one by one rather than the backbone's parallel ``forward``.
-STEP_TOKENS = 4
 
 
 class StreamError(ValueError):
@@ -300,15 +298,8 @@ class Stream:
         self._state = _put(self._state, idx, state)
 
     def _run(self, tokens: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
-        """The backbone over ``tokens [B, T, d]`` from ``state``: token by token with ``step`` for a few tokens
-        (the chunkwise parallel forms pad a short sequence to a whole chunk, up to 64x the work), else ``forward``."""
-        if tokens.shape[1] > STEP_TOKENS:
-            return self.model.backbone(tokens, state=state, return_state=True)
-        outputs = []
-        for t in range(tokens.shape[1]):
-            y, state = self.model.backbone.step(tokens[:, t], state)
-            outputs.append(y)
-        return torch.stack(outputs, dim=1), state
+        """The backbone over ``tokens [B, T, d]`` from ``state`` (``Forecaster.continue_state``)."""
+        return self.model.continue_state(tokens, state)
 
     def _drifted(self, i: int) -> bool:
         if self.max_drift is None:
