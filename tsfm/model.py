@@ -181,33 +181,52 @@ class Forecaster(nn.Module):
     def _forecast_autoregressive(
         self, context: torch.Tensor, prediction_length: int, scale: ScaleParams | None = None
     ) -> torch.Tensor:
-        """The median fed back patch by patch, with the masked pass's quantile spread around it.
-
-        The median path re-reads the context every ``REANCHOR_PATCHES`` patches: the fed-back median is appended,
-        the window keeps its last ``context_length`` steps (or the caller's longer window), the scale is fitted
-        again on it and the backbone's state rebuilt; between re-reads each fed-back patch is one recurrent step
-        from the carried state at the current scale. Re-fitting matters (a drifting forecast otherwise leaves the
-        standardised range the model was trained on: ``ett2/H/long`` MASE 1.06 re-fitted every patch, 1.27 never,
-        ``benchmarks/RESULTS.md``); stepping saves most passes (a horizon of ``n`` patches costs
-        ``ceil(n / REANCHOR_PATCHES)`` passes). With a fixed ``scale`` (a stream) nothing is re-read: the scale
-        stays and the state holds everything, as a stream's carried state does.
-        """
-        fixed = scale is not None
-        keep = max(self.config.context_length, context.shape[-1])
-        patch, batch = self.config.patch_size, context.shape[0]
-        median_index, num_out = self._median_index, math.ceil(prediction_length / patch)
+        """Read the context once, then :meth:`decode_from_state`: with a fitted scale the window is re-read every
+        ``REANCHOR_PATCHES`` patches; with a fixed ``scale`` (a stream) it never is."""
+        window = context if scale is None else None
         scale = fit_scale(context) if scale is None else scale
         hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)
-        future, _ = self.continue_state(self._future_tokens(batch, num_out - 1, hidden), state)  # the masked pass
-        masked = self.head(torch.cat([hidden[:, -1:], future], dim=1)).sort(dim=2).values  # [B, n, Q, P], scaled
+        return self.decode_from_state(hidden[:, -1], state, scale, prediction_length, "autoregressive", window=window)
+
+    def decode_from_state(
+        self,
+        last_hidden: torch.Tensor,
+        state: Any,
+        scale: ScaleParams,
+        prediction_length: int,
+        decoding: str,
+        window: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Quantile forecasts ``[B, Q, H]`` from the backbone's output at the last context token and its state after
+        it (``state`` is not written): the masked future tokens continue the state; under ``"autoregressive"`` the
+        median is then fed back patch by patch with the masked spread kept around it.
+
+        The median path re-reads ``window`` (the raw context the state was read from) every ``REANCHOR_PATCHES``
+        patches: the fed-back median is appended, the window keeps its last ``context_length`` steps (or its own
+        longer length), the scale is fitted again and the state rebuilt; between re-reads each fed-back patch is one
+        recurrent step at the current scale. Re-fitting matters (a drifting forecast otherwise leaves the
+        standardised range the model was trained on: ``ett2/H/long`` MASE 1.06 re-fitted every patch, 1.27 never,
+        ``benchmarks/RESULTS.md``); stepping saves most passes (``ceil(n / REANCHOR_PATCHES)`` for ``n`` patches).
+        ``window=None`` (a stream's fixed scale) never re-reads: the scale stays and the state holds everything.
+        """
+        patch, batch = self.config.patch_size, last_hidden.shape[0]
+        median_index, num_out = self._median_index, math.ceil(prediction_length / patch)
+        hidden = last_hidden[:, None]
+        if num_out > 1:
+            future, _ = self.continue_state(self._future_tokens(batch, num_out - 1, hidden), state)
+            hidden = torch.cat([hidden, future], dim=1)
+        masked = self.head(hidden).sort(dim=2).values  # [B, n, Q, P], scaled
         masked = invert_scale(masked.permute(0, 2, 1, 3).reshape(batch, -1, num_out * patch), scale)  # [B, Q, nP]
+        if decoding == "masked" or prediction_length <= patch:
+            return masked[..., :prediction_length]
+        keep = None if window is None else max(self.config.context_length, window.shape[-1])
         center = masked[:, median_index : median_index + 1]
         steps = [center[:, 0, :patch]]
         for k in range(1, num_out):
-            if not fixed and k % REANCHOR_PATCHES == 0:  # re-read the window ending with the fed-back median
-                context = torch.cat([context, *steps[-REANCHOR_PATCHES:]], dim=1)[:, -keep:]
-                scale = fit_scale(context)
-                hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)
+            if window is not None and k % REANCHOR_PATCHES == 0:  # re-read the window ending with the median
+                window = torch.cat([window, *steps[-REANCHOR_PATCHES:]], dim=1)[:, -keep:]
+                scale = fit_scale(window)
+                hidden, state = self.backbone(self._context_tokens(window, scale), return_state=True)
                 hidden_t = hidden[:, -1]
             else:
                 token = self.embed(patch_tokens(apply_scale(steps[-1], scale)[:, None]))[:, 0]

@@ -46,7 +46,7 @@ from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
 from tsfm.model import Forecaster
 from tsfm.patching import patch_tokens
-from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
+from tsfm.scaling import ScaleParams, apply_scale, fit_scale
 
 #: Default re-anchoring bound: the tail's scale may grow or shrink by this factor, and its mean move by this many
 #: anchor scales, before the state is recomputed. Twice the spread is well outside normal sampling noise of a
@@ -293,13 +293,9 @@ class Stream:
         raw = torch.stack(rows).to(self.model.device)
         scaled = apply_scale(raw, ScaleParams(self._loc[idx], self._scale[idx]))
         tokens = self.model.embed(patch_tokens(scaled.reshape(len(index), count, patch)))
-        hidden, state = self._run(tokens, _take(self._state, idx))
+        hidden, state = self.model.continue_state(tokens, _take(self._state, idx))
         self._last[idx] = hidden[:, -1]
         self._state = _put(self._state, idx, state)
-
-    def _run(self, tokens: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
-        """The backbone over ``tokens [B, T, d]`` from ``state`` (``Forecaster.continue_state``)."""
-        return self.model.continue_state(tokens, state)
 
     def _drifted(self, i: int) -> bool:
         if self.max_drift is None:
@@ -318,35 +314,9 @@ class Stream:
     def _forecast_from_state(
         self, state: Any, last: torch.Tensor, scale: ScaleParams, prediction_length: int
     ) -> torch.Tensor:
-        """Masked (and, if asked, autoregressive) decoding from a copy of the carried state; mirrors
-        ``Forecaster.forecast`` token for token."""
-        model, patch = self.model, self.config.patch_size
-        num_out = math.ceil(prediction_length / patch)
-        hidden = last[:, None]
-        if num_out > 1:
-            future = last.new_full((last.shape[0], num_out - 1, patch), float("nan"))
-            tokens = model.embed(patch_tokens(future))
-            if model.horizon is not None:
-                tokens = model._add_horizon(tokens, num_out - 1)
-            hidden = torch.cat([hidden, self._run(tokens, state)[0]], dim=1)
-        masked = self._to_series(model.head(hidden), scale, prediction_length)
-        if self.decoding == "masked" or prediction_length <= patch:
-            return masked
-        mid = model._median_index
-        center = masked[:, mid : mid + 1]
-        steps = [center[:, 0, :patch]]
-        for _ in range(num_out - 1):
-            token = model.embed(patch_tokens(apply_scale(steps[-1], scale)[:, None]))
-            hidden, state = self._run(token, state)
-            steps.append(self._to_series(model.head(hidden), scale, patch)[:, mid])
-        median = torch.cat(steps, dim=1)[:, :prediction_length]
-        return (median[:, None] + (masked - center)).sort(dim=1).values
-
-    def _to_series(self, quantiles: torch.Tensor, scale: ScaleParams, length: int) -> torch.Tensor:
-        """Head output ``[B, N, Q, P]`` -> sorted ``[B, Q, length]`` in the series' units."""
-        batch, num, levels, patch = quantiles.shape
-        out = quantiles.permute(0, 2, 1, 3).reshape(batch, levels, num * patch)[..., :length]
-        return invert_scale(out.sort(dim=1).values, scale)
+        """Masked (and, if asked, autoregressive) decoding from the carried state, which is not written
+        (``Forecaster.decode_from_state`` with the stream's fixed scale: nothing is re-read)."""
+        return self.model.decode_from_state(last, state, scale, prediction_length, self.decoding)
 
     def _parse_update(self, new_values: Any) -> list[torch.Tensor]:
         if isinstance(new_values, torch.Tensor):
