@@ -20,8 +20,9 @@ Design (why it is exact, and where it deliberately is not the same as ``predict`
   a forecast asked while a series has a partial patch buffered recomputes that series from its kept tail with the
   fixed scale — exactly the non-streaming path on the last ``context_length`` steps. At patch boundaries the forecast
   comes from the carried state: exactly the full forward over everything streamed (within float tolerance).
-* **Forecasting never disturbs the state.** Masked future tokens and autoregressively fed-back median patches run
-  on a copy of the state; the carried state only ever reads observed patches.
+* **Forecasting never disturbs the state.** Masked future tokens and autoregressively fed-back median patches
+  continue the carried state without writing it (``step`` and ``forward`` return new state tensors); the carried
+  state only ever reads observed patches.
 * **Transformer.** Its state would be a KV cache that grows with every patch and differs in length between series;
   the stream keeps no cache for it and **recomputes from the kept tail** (at most ``context_length`` steps, its
   trained limit) at every forecast.
