@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--normaliser", type=Path, default=NORMALISER, help="Seasonal-Naive all_results.csv")
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--context-length", type=int, default=None,
+                        help="last steps of each series the model reads (default: the model's own)")
     args = parser.parse_args(argv)
     names = args.names or [Path(m).parent.name if Path(m).name == "model" else Path(m).name for m in args.models]
     if len(names) != len(args.models):
@@ -57,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         rows, started = [], time.perf_counter()
         for dataset, term in chosen:
             ds = GiftEvalDataset.per_variate(dataset, term, root=args.benchmark)
-            rows.append(result_row(name, ds, evaluate_predictor(runner.make_predictor(ds), ds)))
+            predictor = runner.make_predictor(ds)
+            if args.context_length is not None:  # TsfmPredictor: the window predict() reads
+                predictor.context_length = predictor.requested_context_length = args.context_length
+            rows.append(result_row(name, ds, evaluate_predictor(predictor, ds)))
         frame = pd.DataFrame(rows)
         (args.out / name).mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.out / name / RESULTS_FILE, index=False)

@@ -146,6 +146,7 @@ class TsfmPredictor(Predictor):
         self.batch_size = batch_size
         self.chunk_size = max(chunk_size, batch_size)
         config = getattr(self.model, "config", None)  # the loaded model's, also when ``model`` was a name
+        self.requested_context_length = context_length  # passed to predict (None: the model's own)
         self.context_length = context_length or getattr(config, "context_length", None) or 2**31
         self.show_progress = show_progress
 
@@ -163,6 +164,7 @@ class TsfmPredictor(Predictor):
                     model=self.model,
                     quantile_levels=self.quantile_levels,
                     batch_size=self.batch_size,
+                    context_length=self.requested_context_length,
                     show_progress=self.show_progress,
                 )
             for w in caught:
