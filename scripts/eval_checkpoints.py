@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             ds = GiftEvalDataset.per_variate(dataset, term, root=args.benchmark)
             predictor = runner.make_predictor(ds)
             if args.context_length is not None:  # TsfmPredictor: the window predict() reads
-                predictor.context_length = predictor.requested_context_length = args.context_length
+                predictor.context_length = args.context_length
             rows.append(result_row(name, ds, evaluate_predictor(predictor, ds)))
         frame = pd.DataFrame(rows)
         (args.out / name).mkdir(parents=True, exist_ok=True)

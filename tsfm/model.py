@@ -158,35 +158,14 @@ class Forecaster(nn.Module):
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         context = context.to(self.device, torch.float32)
         self.check_context_length(context.shape[-1])
-        if decoding == "masked" or prediction_length <= self.config.patch_size:
-            return self._forecast_masked(context, prediction_length, scale)
-        return self._forecast_autoregressive(context, prediction_length, scale)
+        window = context if scale is None else None  # a fitted scale is re-fitted when the window is re-read
+        scale = fit_scale(context) if scale is None else scale
+        hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)
+        return self.decode_from_state(hidden[:, -1], state, scale, prediction_length, decoding, window=window)
 
     @property
     def _median_index(self) -> int:
         return self.quantile_levels.index(0.5)
-
-    def _forecast_masked(
-        self, context: torch.Tensor, prediction_length: int, scale: ScaleParams | None = None
-    ) -> torch.Tensor:
-        """One pass: the last context token and ``ceil(H / P) - 1`` masked future tokens forecast the horizon."""
-        patch = self.config.patch_size
-        num_out = math.ceil(prediction_length / patch)
-        out = self(context, num_future_tokens=num_out - 1, scale=scale)
-        future = out.quantiles[:, -num_out:]  # [B, num_out, Q, P]
-        future = future.permute(0, 2, 1, 3).reshape(context.shape[0], len(self.quantile_levels), num_out * patch)
-        future = future[..., :prediction_length].sort(dim=1).values
-        return invert_scale(future, out.scale)
-
-    def _forecast_autoregressive(
-        self, context: torch.Tensor, prediction_length: int, scale: ScaleParams | None = None
-    ) -> torch.Tensor:
-        """Read the context once, then :meth:`decode_from_state`: with a fitted scale the window is re-read every
-        ``REANCHOR_PATCHES`` patches; with a fixed ``scale`` (a stream) it never is."""
-        window = context if scale is None else None
-        scale = fit_scale(context) if scale is None else scale
-        hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)
-        return self.decode_from_state(hidden[:, -1], state, scale, prediction_length, "autoregressive", window=window)
 
     def decode_from_state(
         self,

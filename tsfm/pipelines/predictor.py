@@ -145,9 +145,7 @@ class TsfmPredictor(Predictor):
         self.quantile_levels = tuple(float(q) for q in quantile_levels)
         self.batch_size = batch_size
         self.chunk_size = max(chunk_size, batch_size)
-        config = getattr(self.model, "config", None)  # the loaded model's, also when ``model`` was a name
-        self.requested_context_length = context_length  # passed to predict (None: the model's own)
-        self.context_length = context_length or getattr(config, "context_length", None) or 2**31
+        self.context_length = context_length  # passed to predict (None: the loaded model's own)
         self.show_progress = show_progress
 
     def predict(self, dataset: Iterable[dict[str, Any]], **kwargs: Any) -> Iterator[QuantileForecast]:
@@ -155,7 +153,8 @@ class TsfmPredictor(Predictor):
         from tsfm.forecast import predict
 
         for chunk in _chunks(dataset, self.chunk_size):
-            contexts = [_context(e["target"], e.get("item_id"), self.context_length) for e in chunk]
+            window = self.context_length or getattr(getattr(self.model, "config", None), "context_length", 2**31)
+            contexts = [_context(e["target"], e.get("item_id"), window) for e in chunk]
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 quantiles, median = predict(
@@ -164,7 +163,7 @@ class TsfmPredictor(Predictor):
                     model=self.model,
                     quantile_levels=self.quantile_levels,
                     batch_size=self.batch_size,
-                    context_length=self.requested_context_length,
+                    context_length=self.context_length,
                     show_progress=self.show_progress,
                 )
             for w in caught:
