@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from tsfm.checkpoint import resolve_model_path
+from tsfm.config import DECODINGS
 from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 from tsfm.pipelines.evaluate import (
     RESULTS_FILE,
@@ -35,6 +38,19 @@ from tsfm.pipelines.evaluate import (
 NORMALISER = Path(__file__).resolve().parents[1] / "reports/results/seasonal_naive/all_results.csv"
 
 
+def with_decoding(spec: str, decoding: str, folder: Path) -> str:
+    """A copy of checkpoint folder ``spec`` (links to its weights) whose config.json names ``decoding``."""
+    source = resolve_model_path(spec)
+    folder.mkdir(parents=True)
+    for file in source.iterdir():
+        if file.name != "config.json":
+            (folder / file.name).symlink_to(file.resolve())
+    config = json.loads((source / "config.json").read_text())
+    config["model"]["decoding"] = decoding
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return str(folder)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", help="checkpoint folders (or 'default')")
@@ -45,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--normaliser", type=Path, default=NORMALISER, help="Seasonal-Naive all_results.csv")
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--decoding", choices=DECODINGS, default=None,
+                        help="score with this decoding instead of the one in each checkpoint's config.json")
     parser.add_argument("--context-length", type=int, default=None,
                         help="last steps of each series the model reads (default: the model's own)")
     args = parser.parse_args(argv)
@@ -54,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     chosen = select_configs(args.benchmark, args.configs)
     baseline = read_results(args.normaliser)
     summary = {}
+    scratch = Path(tempfile.mkdtemp(prefix="eval_checkpoints_"))
     for spec, name in zip(args.models, names, strict=True):
+        if args.decoding is not None:
+            spec = with_decoding(spec, args.decoding, scratch / name)
         runner = eval_model(spec, batch_size=args.batch_size, device=args.device)
         rows, started = [], time.perf_counter()
         for dataset, term in chosen:

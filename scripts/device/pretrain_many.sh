@@ -33,13 +33,22 @@ print(sys.argv[1], {k: p[k] for k in ("steps", "windows_seen", "train_seconds", 
       f"windows/s {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
 done
+# each model scored with both decodings, then on textbook patterns (tsfm/pipelines/patterns.py); models side by side
 for name in "${names[@]}"; do
-    timeout 240 python3 scripts/eval_checkpoints.py "runs/$name/model" --names "$name" \
-        --benchmark data/device/benchmark --out "$OUT/pack/eval_$name" --device cuda > "eval_$name.log" 2>&1 &
+    (
+        for decoding in autoregressive masked; do
+            timeout "${EVAL_SECONDS:-120}" python3 scripts/eval_checkpoints.py "runs/$name/model" \
+                --names "$name-$decoding" --decoding "$decoding" --benchmark data/device/benchmark \
+                --out "$OUT/pack/eval_$name" --device cuda 2>&1 | grep -v -i warn | tail -1
+        done
+        timeout 90 python3 -m tsfm patterns --model "runs/$name/model" --out "$OUT/pack/patterns_$name" --device cuda \
+            > /dev/null 2>&1
+    ) > "eval_$name.log" 2>&1 &
 done
 wait
 for name in "${names[@]}"; do
-    grep -v -i warn "eval_$name.log" | tail -1
+    cat "eval_$name.log"
+    grep -E "^\| (sine|two seasons) \| (96|288) " "$OUT/pack/patterns_$name/patterns.md" 2>/dev/null
     mkdir -p "$OUT/$name"
     cp runs/"$name"/model/*.safetensors "$OUT/$name/"
     mkdir -p "$OUT/pack/$name"
