@@ -93,6 +93,24 @@ def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path
     assert provenance["steps"] == 10
 
 
+def test_max_minutes_is_the_budget_of_each_call_not_of_the_whole_run(tmp_path):
+    """A run stopped by one call's time budget continues in the next call: the time a checkpoint has already
+    trained (here made to look like 20 minutes) does not count against the new call's ``max_minutes``."""
+    common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_run(steps=10, max_minutes=10), run, callbacks=[_StopAt(5)], **common)
+    last = run / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+    timers = [key for key in checkpoint["callbacks"] if key.startswith("_CallBudget") or key.startswith("Timer")]
+    assert timers, "the time budget callback keeps no state: nothing to check"
+    for key in timers:
+        checkpoint["callbacks"][key]["time_elapsed"] = {"train": 1200.0, "sanity_check": 0.0, "validate": 0.0,
+                                                        "test": 0.0, "predict": 0.0}
+    torch.save(checkpoint, last)
+    train(tiny_model(), tiny_run(steps=10, max_minutes=10), run, **common)
+    assert json.loads((run / "provenance.json").read_text())["steps"] == 10
+
+
 def test_resume_with_other_settings_is_refused(tmp_path):
     common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
     train(tiny_model(), tiny_run(steps=2), tmp_path / "run", **common)

@@ -89,7 +89,7 @@ def train_command(args: argparse.Namespace) -> int:
                          "validation)")
         description = " + ".join(parts)
         path = train(model_config, train_config, args.out, real=real, validation=validation,
-                     data_description=description, accelerator=args.accelerator)
+                     data_description=description, command=_command_line(), accelerator=args.accelerator)
     except (TrainingError, CorpusError) as err:
         raise CommandError(str(err)) from None
     except ValueError as err:  # an unknown backbone or preset

@@ -21,7 +21,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -247,6 +246,15 @@ class _ResumePoint(L.Callback):
         trainer.save_checkpoint(self.path)
 
 
+class _CallBudget(L.pytorch.callbacks.Timer):
+    """Stops this call after ``max_minutes``. Lightning's own time limit restores the elapsed time a checkpoint has
+    saved, so a run that stopped on one call's budget would stop again at once when resumed; here the budget is per
+    call, as a run spread over several device calls needs."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Keep this call's clock: the time earlier calls trained is in the run's provenance, not in the budget."""
+
+
 def _check_resume(checkpoint_path: Path, model_config: ModelConfig, train_config: TrainConfig) -> None:
     """Refuse to resume a run whose model or data settings differ (only the time budget may change)."""
     saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False).get("tsfm", {})
@@ -269,6 +277,7 @@ def train(
     validation: Corpus | None = None,
     prior: PriorFn | None = None,
     data_description: str = "",
+    command: str | None = None,
     accelerator: str = "auto",
     progress: bool = True,
     callbacks: Sequence[L.Callback] = (),
@@ -280,6 +289,7 @@ def train(
             the last weights are exported).
         prior: synthetic generator for the pool (default: :func:`tsfm.pipelines.data.priors.sample_priors`).
         callbacks: more Lightning callbacks (e.g. to stop early).
+        command: the command line that started the run, kept in its provenance.
     Returns:
         The exported checkpoint folder.
     """
@@ -307,6 +317,8 @@ def train(
     has_validation = validation is not None and len(validation) > 0
     resume_point = _ResumePoint(last, train_config.checkpoint_every)
     callbacks = [resume_point, *callbacks]
+    if train_config.max_minutes:
+        callbacks.append(_CallBudget(duration={"minutes": train_config.max_minutes}))
     if has_validation:
         callbacks.append(L.pytorch.callbacks.ModelCheckpoint(
             dirpath=checkpoints, filename="best", monitor="val_loss", mode="min", save_top_k=1,
@@ -315,7 +327,6 @@ def train(
         callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=50))
     trainer = L.Trainer(
         max_steps=train_config.steps,
-        max_time={"minutes": train_config.max_minutes} if train_config.max_minutes else None,
         accelerator=accelerator,
         devices=1,
         precision=train_config.precision,
@@ -334,11 +345,11 @@ def train(
     val_loader = torch.utils.data.DataLoader(range(train_config.val_batches), batch_size=None) \
         if has_validation else None
     trainer.fit(module, train_dataloaders=ticks, val_dataloaders=val_loader, ckpt_path=last if resume else None)
-    return _export(module, trainer, out, train_config, resume_point, data_description, real, validation)
+    return _export(module, trainer, out, train_config, resume_point, data_description, command, real, validation)
 
 
 def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config: TrainConfig,
-            resume_point: _ResumePoint, data_description: str, real: Corpus | None,
+            resume_point: _ResumePoint, data_description: str, command: str | None, real: Corpus | None,
             validation: Corpus | None) -> Path:
     """Write the best (else last) weights as a tsfm checkpoint with the run's provenance, and the loss plot."""
     model = module.model
@@ -355,7 +366,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
     final_loss = trainer.callback_metrics.get("train_loss")
     steps = trainer.global_step
     provenance = {
-        "command": " ".join(["tsfm", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("tsfm") else None,
+        "command": command,
         "train_config": dataclasses.asdict(train_config),
         "data": data_description,
         "real_series": len(real) if real is not None else 0,
