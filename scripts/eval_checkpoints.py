@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: MASE {means['overall']['MASE']:.3f} CRPS {means['overall']['CRPS']:.3f} "
               f"(beats SN on MASE in {beats}/{len(normalised)}) "
               f"[{summary[name]['seconds']} s]", flush=True)
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary_file = args.out / "summary.json"  # runs into the same folder add to it
+    earlier = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    summary_file.write_text(json.dumps({**earlier, **summary}, indent=2) + "\n")
     return 0
 
 
