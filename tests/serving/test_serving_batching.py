@@ -4,6 +4,7 @@ to ``tsfm.predict``."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -312,6 +313,6 @@ def test_a_large_request_is_not_starved_by_a_steady_stream_of_small_ones(tiny_mo
     horizons = [h for h, _ in model.calls]
     large_calls = [i for i, h in enumerate(horizons) if h == large]
     assert len(large_calls) == 4
-    gaps = [sum(rows for h, rows in model.calls[a + 1 : b]) for a, b in zip(large_calls, large_calls[1:])]
+    gaps = [sum(rows for h, rows in model.calls[a + 1 : b]) for a, b in itertools.pairwise(large_calls)]
     assert all(gap <= 3 * 4 + 4 for gap in gaps), gaps  # a bounded wait: 3 x 4 units, plus one call of slack
     assert all(gap >= 4 for gap in gaps), gaps  # and the small requests did go first
