@@ -282,17 +282,28 @@ def test_small_requests_go_before_the_remaining_calls_of_a_large_one(tiny_model)
     assert model.calls == [(large, 4), (first, 1), (second, 1), (large, 4), (large, 4)]
 
 
-def test_a_large_request_is_not_starved_by_a_steady_stream_of_small_ones(tiny_model) -> None:
+@pytest.mark.parametrize(
+    ("steps_per_pass", "large", "large_series", "large_calls"),
+    [
+        (None, 10, 16, 4),  # 16 series of one pass: 4 calls of 4 series
+        (8, 40, 3, 3),  # 3 series of 5 passes each, more than a call's 4 units: 3 calls of one series
+    ],
+)
+def test_a_large_request_is_not_starved_by_a_steady_stream_of_small_ones(
+    tiny_model, steps_per_pass: int | None, large: int, large_series: int, large_calls: int
+) -> None:
     """Small requests go first, but not for ever: while they keep the queue busy, the large request's calls still
     get their share of the model (one unit of work for every ``interactive_weight`` units of small work), so it
-    completes long before the small clients stop."""
+    completes long before the small clients stop; also when one of its calls weighs more than a call holds."""
     model = SteppedModel(tiny_model)
     model.proceed.release(10_000)  # no holding: the model runs freely
-    large, small = 10, 11
+    small = 7  # one pass under either steps_per_pass
     done: list[int] = []
 
     async def main() -> int:
-        batcher, _ = await started(model, window_s=0.0, max_batch_series=4, interactive_weight=3)
+        batcher, _ = await started(
+            model, window_s=0.0, max_batch_series=4, interactive_weight=3, steps_per_pass=steps_per_pass
+        )
 
         async def client(k: int) -> None:  # back to back, as the benchmark's well-behaved clients
             for j in range(40):
@@ -301,18 +312,18 @@ def test_a_large_request_is_not_starved_by_a_steady_stream_of_small_ones(tiny_mo
 
         clients = [asyncio.ensure_future(client(k)) for k in range(3)]  # 6 series wanted, 4 per call: always a queue
         await until(lambda: len(model.calls) >= 3)
-        result = await batcher.submit(make_series(16, 64, seed=9), large, (0.5,))  # 4 calls of 4
+        result = await batcher.submit(make_series(large_series, 64, seed=9), large, (0.5,))
         small_done = len(done)
         await asyncio.gather(*clients)
         await batcher.close()
-        assert result.median.shape == (16, large)
+        assert result.median.shape == (large_series, large)
         return small_done
 
     small_done = run(main())
     assert small_done < 3 * 40 / 2  # the large request finished in the first half of the small clients' work
     horizons = [h for h, _ in model.calls]
-    large_calls = [i for i, h in enumerate(horizons) if h == large]
-    assert len(large_calls) == 4
-    gaps = [sum(rows for h, rows in model.calls[a + 1 : b]) for a, b in itertools.pairwise(large_calls)]
+    at = [i for i, h in enumerate(horizons) if h == large]
+    assert len(at) == large_calls
+    gaps = [sum(rows for h, rows in model.calls[a + 1 : b]) for a, b in itertools.pairwise(at)]  # small units
     assert all(gap <= 3 * 4 + 4 for gap in gaps), gaps  # a bounded wait: 3 x 4 units, plus one call of slack
     assert all(gap >= 4 for gap in gaps), gaps  # and the small requests did go first

@@ -26,11 +26,11 @@ served runs before the large one's remaining calls, and one large request (or se
 clients' latency up by its whole size. Bulk work is not starved either: the two queues are served by deficit
 round-robin in work units (series x passes), weighted ``interactive_weight`` to 1. While bulk work waits, every
 unit of interactive work served earns the bulk queue a unit of credit; once the credit covers ``interactive_weight``
-times the next bulk job's weight, that job goes first in the next call and spends it. With the defaults (weight 4,
-64 units per call) a large request gets a full call after at most about four full calls of small requests, a fifth
-of the model; with no small requests waiting it runs back to back. Bulk jobs of several large requests take turns
-(each request has one job queued at a time). Fairness is between requests: clients are not told apart (they share
-the API key), so per-client quotas belong to a proxy in front.
+times the next bulk job's weight (at most a full call's), that job goes first in the next call and spends it.
+With the defaults (weight 4, 64 units per call) a large request gets a full call after at most about four full
+calls of small requests, a fifth of the model; with no small requests waiting it runs back to back. Bulk jobs of
+several large requests take turns (each request has one job queued at a time). Fairness is between requests:
+clients are not told apart (they share the API key), so per-client quotas belong to a proxy in front.
 
 A batch is cut by horizon (``prediction_length``) and run through ``tsfm.predict`` itself, with the union of the
 requested quantile levels; each request then takes its rows and its levels. So the numbers are those of
@@ -302,15 +302,19 @@ class MicroBatcher:
             queue.clear()
             queue.extend(kept)
 
-        if bulk_waited and self._bulk_credit >= self.interactive_weight * self._bulk[0].weight:
-            take_from(self._bulk, limit=1)  # the bulk queue's turn
+        cap = self.interactive_weight * self.max_batch_series  # the credit for one full call, no more
+        if bulk_waited:
+            # a job heavier than a call (one series with more passes than a call holds) costs a full call's credit:
+            # the most the credit can hold, so it is not starved
+            price = self.interactive_weight * min(self._bulk[0].weight, self.max_batch_series)
+            if self._bulk_credit >= price:
+                take_from(self._bulk, limit=1)  # the bulk queue's turn
         take_from(self._interactive)
         take_from(self._bulk)
         interactive_units = sum(job.weight for job in jobs if not job.bulk)
         bulk_units = total - interactive_units
         if bulk_waited:
             self._bulk_credit += interactive_units
-        cap = self.interactive_weight * self.max_batch_series  # credit for one full bulk call, no more
         self._bulk_credit = max(0, min(self._bulk_credit, cap) - self.interactive_weight * bulk_units)
         return jobs
 
