@@ -354,6 +354,10 @@ def main() -> None:
         return
     RAW_DIR.mkdir(parents=True, exist_ok=True)
     raw = RAW_DIR / f"serve_abuse-{date.today().isoformat()}.csv"
+    for run in range(2, 100):  # an earlier run of the day keeps its rows (RESULTS.md names its file)
+        if not raw.exists():
+            break
+        raw = RAW_DIR / f"serve_abuse-{date.today().isoformat()}-{run}.csv"
     with raw.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["phase", "kind", "start_s", "latency_s", "status"])

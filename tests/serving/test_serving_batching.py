@@ -4,6 +4,7 @@ to ``tsfm.predict``."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -223,3 +224,106 @@ def test_the_unit_of_work_follows_the_decoding(tiny_model) -> None:
         return stats
 
     assert [s.series for s in run(main())] == [2, 2, 2, 2]
+
+
+class SteppedModel:
+    """Wraps a model; records each call's horizon and rows, and holds every call until the test lets it go.
+
+    Requests are told apart by their horizon (the batcher runs one ``predict`` per horizon, one ``forecast`` each)."""
+
+    def __init__(self, model: Any) -> None:
+        self.inner = model
+        self.config = model.config
+        self.calls: list[tuple[int, int]] = []  # (horizon, rows), in the order the model ran them
+        self.proceed = threading.Semaphore(0)
+
+    @property
+    def quantile_levels(self) -> tuple[float, ...]:
+        return self.inner.quantile_levels
+
+    def forecast(self, context: Any, prediction_length: int) -> Any:
+        self.calls.append((prediction_length, int(context.shape[0])))
+        assert self.proceed.acquire(timeout=10), "the test never let this call go"
+        return self.inner.forecast(context, prediction_length)
+
+
+async def until(condition: Any, timeout: float = 10.0) -> None:
+    """Poll ``condition`` on the event loop (the model thread runs meanwhile)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting for the batcher"
+        await asyncio.sleep(0.001)
+
+
+def test_small_requests_go_before_the_remaining_calls_of_a_large_one(tiny_model) -> None:
+    """A large request split into calls does not hold its place in the queue: a small request that arrives while
+    the large one is being served runs before the large one's remaining calls, even when the next of those calls
+    is already queued, and the large request still completes."""
+    model = SteppedModel(tiny_model)
+    large, first, second = 10, 11, 12  # horizons name the requests
+
+    async def main() -> None:
+        batcher, _ = await started(model, window_s=0.0, max_batch_series=4)
+        big = asyncio.ensure_future(batcher.submit(make_series(12, 64, seed=0), large, (0.5,)))  # 3 calls of 4
+        await until(lambda: len(model.calls) == 1)  # the large request's first call is on the model
+        small_1 = asyncio.ensure_future(batcher.submit(make_series(1, 64, seed=1), first, (0.5,)))
+        await until(lambda: batcher.queued_series == 1)
+        model.proceed.release()  # the first large call ends; the waiting small request goes next
+        await until(lambda: len(model.calls) == 2)
+        await until(lambda: batcher.queued_series == 4)  # meanwhile the large request's second call was queued
+        small_2 = asyncio.ensure_future(batcher.submit(make_series(1, 64, seed=2), second, (0.5,)))
+        await until(lambda: batcher.queued_series == 5)
+        model.proceed.release(100)
+        result, *_ = await asyncio.gather(big, small_1, small_2)
+        assert result.median.shape == (12, large)
+        await batcher.close()
+
+    run(main())
+    assert model.calls == [(large, 4), (first, 1), (second, 1), (large, 4), (large, 4)]
+
+
+@pytest.mark.parametrize(
+    ("steps_per_pass", "large", "large_series", "large_calls"),
+    [
+        (None, 10, 16, 4),  # 16 series of one pass: 4 calls of 4 series
+        (8, 40, 3, 3),  # 3 series of 5 passes each, more than a call's 4 units: 3 calls of one series
+    ],
+)
+def test_a_large_request_is_not_starved_by_a_steady_stream_of_small_ones(
+    tiny_model, steps_per_pass: int | None, large: int, large_series: int, large_calls: int
+) -> None:
+    """Small requests go first, but not for ever: while they keep the queue busy, the large request's calls still
+    get their share of the model (one unit of work for every ``interactive_weight`` units of small work), so it
+    completes long before the small clients stop; also when one of its calls weighs more than a call holds."""
+    model = SteppedModel(tiny_model)
+    model.proceed.release(10_000)  # no holding: the model runs freely
+    small = 7  # one pass under either steps_per_pass
+    done: list[int] = []
+
+    async def main() -> int:
+        batcher, _ = await started(
+            model, window_s=0.0, max_batch_series=4, interactive_weight=3, steps_per_pass=steps_per_pass
+        )
+
+        async def client(k: int) -> None:  # back to back, as the benchmark's well-behaved clients
+            for j in range(40):
+                await batcher.submit(make_series(2, 64, seed=100 * k + j), small, (0.5,))
+                done.append(k)
+
+        clients = [asyncio.ensure_future(client(k)) for k in range(3)]  # 6 series wanted, 4 per call: always a queue
+        await until(lambda: len(model.calls) >= 3)
+        result = await batcher.submit(make_series(large_series, 64, seed=9), large, (0.5,))
+        small_done = len(done)
+        await asyncio.gather(*clients)
+        await batcher.close()
+        assert result.median.shape == (large_series, large)
+        return small_done
+
+    small_done = run(main())
+    assert small_done < 3 * 40 / 2  # the large request finished in the first half of the small clients' work
+    horizons = [h for h, _ in model.calls]
+    at = [i for i, h in enumerate(horizons) if h == large]
+    assert len(at) == large_calls
+    gaps = [sum(rows for h, rows in model.calls[a + 1 : b]) for a, b in itertools.pairwise(at)]  # small units
+    assert all(gap <= 3 * 4 + 4 for gap in gaps), gaps  # a bounded wait: 3 x 4 units, plus one call of slack
+    assert all(gap >= 4 for gap in gaps), gaps  # and the small requests did go first

@@ -13,12 +13,24 @@ horizon (a series with horizon 1,024 and a trained horizon of 128 weighs as much
 autoregressive decoding the model re-reads its window every 4 patches of 32 steps (horizon 48: one pass, 1,024:
 eight). A request larger than ``max_batch_series`` of that
 weight is split into jobs of at most that weight,
-queued one after the other: the next job joins the queue when the previous one is done, behind whatever arrived
-meanwhile, so a large request takes turns with small ones instead of holding the model for all its calls; and when
-its caller gives up (a timeout, a disconnect), no further job of it is queued, so the model is free again after at
-most the one call that was running. And the queue holds at most ``max_queued_series`` series: a
+queued one after the other: the next job joins the queue when the previous one is done, so when its caller gives up
+(a timeout, a disconnect), no further job of it is queued and the model is free again after at most the one call
+that was running. And the queue holds at most ``max_queued_series`` series: a
 request that would pass it fails at once with ``QueueFull`` (the app answers 503 with ``Retry-After``), since
 waiting in a longer queue would only add latency for everyone.
+
+Who goes next. Requests that fit one call (``interactive``: the usual client) and the jobs of requests split into
+several calls (``bulk``) wait in two queues, each first come, first served; a call is filled from the interactive
+queue first, then with bulk jobs that still fit. So a small request that arrives while a large one is being
+served runs before the large one's remaining calls, and one large request (or several) cannot push the small
+clients' latency up by its whole size. Bulk work is not starved either: the two queues are served by deficit
+round-robin in work units (series x passes), weighted ``interactive_weight`` to 1. While bulk work waits, every
+unit of interactive work served earns the bulk queue a unit of credit; once the credit covers ``interactive_weight``
+times the next bulk job's weight (at most a full call's), that job goes first in the next call and spends it.
+With the defaults (weight 4, 64 units per call) a large request gets a full call after at most about four full
+calls of small requests, a fifth of the model; with no small requests waiting it runs back to back. Bulk jobs of
+several large requests take turns (each request has one job queued at a time). Fairness is between requests:
+clients are not told apart (they share the API key), so per-client quotas belong to a proxy in front.
 
 A batch is cut by horizon (``prediction_length``) and run through ``tsfm.predict`` itself, with the union of the
 requested quantile levels; each request then takes its rows and its levels. So the numbers are those of
@@ -81,6 +93,8 @@ class _Job:
     prediction_length: int
     quantile_levels: tuple[float, ...]
     future: asyncio.Future[Forecast]
+    weight: int  # work units: series x forecast passes
+    bulk: bool = False  # one of several calls of a large request
     enqueued: float = field(default_factory=time.monotonic)
 
 
@@ -94,6 +108,8 @@ class MicroBatcher:
         max_batch_series: series per model call (each weighted by its forecast passes); a larger request is split.
         steps_per_pass: horizon of one forecast pass (``ServedModel.steps_per_pass``); ``None``: every horizon is one.
         max_queued_series: series that may wait (all requests together); ``None``: no limit.
+        interactive_weight: while both wait, requests that fit one call get this many work units for every unit
+            given to the calls of larger requests (deficit round-robin; at least 1).
         on_batch: called on the event loop after each model call (metrics).
 
     Use ``start()`` inside the running event loop, then ``await submit(...)``; ``close()`` fails what is pending.
@@ -108,6 +124,7 @@ class MicroBatcher:
         max_batch_series: int = 256,
         steps_per_pass: int | None = None,
         max_queued_series: int | None = None,
+        interactive_weight: int = 4,
         on_batch: Callable[[BatchStats], None] | None = None,
         executor: ThreadPoolExecutor | None = None,
     ) -> None:
@@ -117,10 +134,13 @@ class MicroBatcher:
         self.max_batch_series = max(max_batch_series, 1)
         self.steps_per_pass = steps_per_pass
         self.max_queued_series = max_queued_series
+        self.interactive_weight = max(int(interactive_weight), 1)
         self.on_batch = on_batch
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tsfm-model")
         self._owns_executor = executor is None
-        self._pending: collections.deque[_Job] = collections.deque()
+        self._interactive: collections.deque[_Job] = collections.deque()  # requests that fit one call
+        self._bulk: collections.deque[_Job] = collections.deque()  # jobs of requests split into several calls
+        self._bulk_credit = 0  # work units: interactive work served while bulk work waited, less what bulk spent
         self._running: list[_Job] = []  # the batch on the model thread now
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -128,7 +148,10 @@ class MicroBatcher:
     @property
     def queued_series(self) -> int:
         """Series waiting for the model (jobs whose caller gave up are not counted)."""
-        return sum(len(job.series) for job in self._pending if not job.future.done())
+        return sum(len(job.series) for job in self._queued() if not job.future.done())
+
+    def _queued(self) -> list[_Job]:
+        return [*self._interactive, *self._bulk]
 
     def start(self) -> None:
         """Start the collector task on the running loop."""
@@ -144,10 +167,12 @@ class MicroBatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for job in [*running, *self._pending]:
+        for job in [*running, *self._queued()]:
             if not job.future.done():
                 job.future.set_exception(BatcherClosed("the service is shutting down"))
-        self._running, self._pending = [], collections.deque()
+        self._running = []
+        self._interactive.clear()
+        self._bulk.clear()
         if self._owns_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -157,7 +182,7 @@ class MicroBatcher:
         """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it.
 
         Cancelling the caller (a timeout) drops the jobs that have not started and discards the result of the one
-        that has.
+        that has. A request of more than ``max_batch_series`` work units is split into calls queued as bulk work.
 
         Raises:
             QueueFull: the queue is not empty and would hold more than ``max_queued_series`` series with these.
@@ -165,7 +190,7 @@ class MicroBatcher:
         if self._task is None or self._wakeup is None:
             raise RuntimeError("MicroBatcher.start() was not called")
         series = list(series)
-        if self.max_queued_series is not None and self._pending:
+        if self.max_queued_series is not None and (self._interactive or self._bulk):
             queued = self.queued_series
             if queued + len(series) > self.max_queued_series:
                 raise QueueFull(
@@ -175,10 +200,14 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         levels = tuple(quantile_levels)
         parts: list[Forecast] = []
-        size = max(1, self.max_batch_series // self._passes(prediction_length))
+        passes = self._passes(prediction_length)
+        size = max(1, self.max_batch_series // passes)
+        bulk = len(series) > size
+        queue = self._bulk if bulk else self._interactive
         for first in range(0, len(series), size):
             future: asyncio.Future[Forecast] = loop.create_future()
-            self._pending.append(_Job(series[first : first + size], prediction_length, levels, future))
+            part = series[first : first + size]
+            queue.append(_Job(part, prediction_length, levels, future, weight=len(part) * passes, bulk=bulk))
             self._wakeup.set()
             try:
                 parts.append(await future)
@@ -196,7 +225,7 @@ class MicroBatcher:
         assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         while True:
-            while not self._pending:
+            while not (self._interactive or self._bulk):
                 self._wakeup.clear()
                 await self._wakeup.wait()
             if self.enabled:
@@ -225,11 +254,14 @@ class MicroBatcher:
                     self.on_batch(stats)
                 except Exception:  # metrics are not worth failing requests over
                     log.exception("on_batch callback failed")
+            # let the callers just answered run first: a large request queues its next job now, so the next batch
+            # is chosen knowing that bulk work waits
+            await asyncio.sleep(0)
 
     async def _hold_window(self) -> None:
         """Wait until the batch is full or ``window_s`` has passed since the oldest queued request arrived."""
         assert self._wakeup is not None
-        deadline = self._pending[0].enqueued + self.window_s
+        deadline = min(queue[0].enqueued for queue in (self._interactive, self._bulk) if queue) + self.window_s
         while self.queued_series < self.max_batch_series:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -241,20 +273,49 @@ class MicroBatcher:
                 return
 
     def _take_batch(self) -> list[_Job]:
-        """Queued jobs in arrival order up to a weight of ``max_batch_series`` (at least one job), skipping abandoned
-        ones."""
+        """The next call's jobs, up to a weight of ``max_batch_series`` (at least one job), skipping abandoned ones.
+
+        Interactive jobs first, in arrival order, then bulk jobs that still fit; but when the bulk queue's credit
+        covers ``interactive_weight`` times its first job's weight, that job goes first (see the module docstring).
+        Each queue is walked in order and every job that fits is taken, so a small job can fill the room a large one
+        leaves; a job passed over stays at the head of its queue and opens the next call of its kind."""
+        for queue in (self._interactive, self._bulk):
+            live = [job for job in queue if not job.future.done()]
+            if len(live) != len(queue):
+                queue.clear()
+                queue.extend(live)
+        bulk_waited = bool(self._bulk)
         jobs: list[_Job] = []
         total = 0
-        while self._pending:
-            job = self._pending[0]
-            if job.future.done():
-                self._pending.popleft()
-                continue
-            weight = len(job.series) * self._passes(job.prediction_length)
-            if jobs and (not self.enabled or total + weight > self.max_batch_series):
-                break
-            jobs.append(self._pending.popleft())
-            total += weight
+
+        def take_from(queue: collections.deque[_Job], limit: int | None = None) -> None:
+            nonlocal total
+            kept: collections.deque[_Job] = collections.deque()
+            for job in queue:
+                fits = self.enabled and total + job.weight <= self.max_batch_series
+                if (not jobs or fits) and (limit is None or limit > 0):
+                    jobs.append(job)
+                    total += job.weight
+                    limit = None if limit is None else limit - 1
+                else:
+                    kept.append(job)
+            queue.clear()
+            queue.extend(kept)
+
+        cap = self.interactive_weight * self.max_batch_series  # the credit for one full call, no more
+        if bulk_waited:
+            # a job heavier than a call (one series with more passes than a call holds) costs a full call's credit:
+            # the most the credit can hold, so it is not starved
+            price = self.interactive_weight * min(self._bulk[0].weight, self.max_batch_series)
+            if self._bulk_credit >= price:
+                take_from(self._bulk, limit=1)  # the bulk queue's turn
+        take_from(self._interactive)
+        take_from(self._bulk)
+        interactive_units = sum(job.weight for job in jobs if not job.bulk)
+        bulk_units = total - interactive_units
+        if bulk_waited:
+            self._bulk_credit += interactive_units
+        self._bulk_credit = max(0, min(self._bulk_credit, cap) - self.interactive_weight * bulk_units)
         return jobs
 
     def _passes(self, prediction_length: int) -> int:
@@ -308,4 +369,3 @@ class MicroBatcher:
             picked = [column[q] for q in job.quantile_levels]
             out.append(Forecast(quantiles[rows][:, :, picked], median[rows]))
         return out
-
