@@ -64,6 +64,7 @@ from tsfm.serving.schemas import (
 )
 from tsfm.serving.settings import Settings
 from tsfm.serving.timestamps import calendar_cost
+from tsfm.stream import StreamError
 
 PAGE_DIR = Path(__file__).parent / "page"
 API_DESCRIPTION = """Zero-shot probabilistic forecasts from a pretrained tsfm model.
@@ -91,7 +92,7 @@ class Service:
     loader: "asyncio.Task[None] | None" = None
     stream_store: streams.StreamStore | None = None  # the open streams (tsfm.serving.streams)
     stream_spec: parsing.StreamSpec | None = None  # this app's stream request classes
-    stream_bytes_per_series: int = 0  # known once the model is loaded
+    stream_bytes_per_series: int = 0  # known once the model is loaded; 0: the model cannot stream
     sweeper: "asyncio.Task[None] | None" = None  # removes idle streams periodically
 
 
@@ -466,8 +467,13 @@ StreamId = Annotated[str, PathParam(pattern=streams.STREAM_ID_PATTERN,
 async def _load_streams(service: Service) -> bool:
     """At start-up, once the model is loaded: the size of a stream series, and the snapshots of ``stream_dir``
     (before ``/ready`` says 200, so nothing acknowledged before a restart is missing after it)."""
+    from tsfm.model import Forecaster
+
     served, store, executor = service.served, service.stream_store, service.executor
     assert store is not None and executor is not None and served.model is not None
+    if not isinstance(served.model, Forecaster):  # another forecaster (tests' stand-ins) has no state to carry
+        log.info("streams are off: the served model is not a tsfm Forecaster")
+        return True
     loop = asyncio.get_running_loop()
     try:
         service.stream_bytes_per_series = await loop.run_in_executor(
@@ -510,6 +516,9 @@ def _ready_streams(service: Service) -> streams.StreamStore:
     if service.settings.max_streams == 0:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             "streams are turned off on this server (max_streams=0)")
+    if not service.stream_bytes_per_series:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "streams are not available: the served model is not a tsfm Forecaster")
     assert service.stream_store is not None
     return service.stream_store
 
@@ -565,6 +574,15 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
         common[401] = {"model": ErrorDetail, "description": "missing or wrong API key"}
     not_found = {404: {"model": ErrorDetail, "description": "no open stream has this id (deleted or expired)"}}
 
+    # OpenAPI links: the id POST /v1/streams answers is what the other stream routes take (stateful tests follow them)
+    stream_links = {201: {"description": "the stream is open", "links": {
+        name: {"operationId": operation, "parameters": {"stream_id": "$response.body#/stream_id"},
+               "description": f"{verb} the stream just opened"}
+        for name, operation, verb in (("UpdateStream", "update_stream", "append observations to"),
+                                      ("ForecastStream", "forecast_stream", "forecast"),
+                                      ("DeleteStream", "delete_stream", "close"))
+    }}}
+
     def body_doc(name: str) -> dict[str, Any]:
         return {"requestBody": {"required": True, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{name}"}}}}}
@@ -577,7 +595,7 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
         status_code=status.HTTP_201_CREATED,
         response_model=StreamOpened,
         dependencies=auth,
-        responses={**common,
+        responses={**common, **stream_links,
                    413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes, or the stream "
                          "alone is larger than max_stream_bytes"},
                    429: {"model": ErrorDetail, "description": "max_streams streams are open; retry after "
@@ -608,7 +626,10 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
                 entry.model = prepared.model or served.name
                 entry.item_ids, entry.freqs, entry.ends, entry.notes = (
                     prepared.item_ids, [axis.freq for axis in prepared.axes], ends, notes)
-                await _on_model(service, store.open_stream, served.model, entry, prepared.arrays)
+                try:
+                    await _on_model(service, store.open_stream, served.model, entry, prepared.arrays)
+                except StreamError as err:  # the schema checks what the stream does; kept as the client's 422
+                    raise _validation_error(("body", "inputs"), str(err), None) from None
                 if store.directory is not None:
                     snapshot = await _on_model(service, entry.stream.state_dict)  # type: ignore[union-attr]
                     await _on_parser(service, store.write_snapshot, entry, snapshot, entry.ends)
