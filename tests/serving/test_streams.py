@@ -263,6 +263,52 @@ def test_streams_can_be_turned_off(make_small: Callable[..., TestClient]) -> Non
     assert answer.status_code == 503 and "max_streams=0" in answer.json()["detail"]
 
 
+def test_concurrent_updates_of_one_stream_are_serialised(live_server: Callable[..., str]) -> None:
+    """Updates sent at once over real connections: each is applied whole, none is lost (its lock serialises them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = live_server(model=MODEL, torch_threads=1)
+    with httpx.Client(base_url=base, timeout=30) as http:
+        stream_id = http.post("/v1/streams", json={"inputs": [{"target": wave(64)}]}).json()["stream_id"]
+
+        def send(k: int) -> dict[str, Any]:
+            answer = http.post(f"/v1/streams/{stream_id}/observations", json={"values": [[10.0 + k % 3] * 5]})
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json())
+
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(send, range(12)))
+        assert sum(sum(a["patches_completed"]) for a in answers) == 60 // 32
+        assert sorted(a["buffered"][0] for a in answers) == sorted((5 * k) % 32 for k in range(1, 13))
+        assert http.post(f"/v1/streams/{stream_id}/forecast", json={"prediction_length": 3}).status_code == 200
+
+
+class LastValue(torch.nn.Module):
+    """A forecaster that is not a tsfm ``Forecaster``: it serves /v1/forecast but has no state to stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from tsfm.config import ModelConfig
+
+        self.config = ModelConfig(patch_size=4, context_length=64)
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    @property
+    def quantile_levels(self) -> tuple[float, ...]:
+        return self.config.quantile_levels
+
+    def forecast(self, context: torch.Tensor, prediction_length: int) -> torch.Tensor:
+        last = torch.nan_to_num(context[:, -1], nan=0.0)
+        return last[:, None, None].expand(-1, len(self.quantile_levels), prediction_length).clone()
+
+
+def test_a_model_without_state_serves_forecasts_but_no_streams(open_client: Callable[..., Any]) -> None:
+    with open_client(LastValue()) as client:
+        assert client.get("/ready").status_code == 200
+        answer = client.post("/v1/streams", json=opening())
+        assert answer.status_code == 503 and "not a tsfm Forecaster" in answer.json()["detail"]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Snapshots
 
