@@ -8,7 +8,12 @@ any pytest import mode (this folder has no ``__init__.py``).
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -124,6 +129,68 @@ def live_server(tiny_model_path: Path) -> Iterator[Callable[..., str]]:
     for server, thread in servers:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+STARTUP_TIMEOUT_S = 90  # importing torch on a busy 2-core CI machine can take a while
+
+
+def tsfm_command() -> list[str]:
+    """The installed ``tsfm`` script of this interpreter's environment, else ``python -m tsfm.cli``."""
+    script = Path(sys.executable).with_name("tsfm")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("tsfm")
+    return [found] if found else [sys.executable, "-m", "tsfm.cli"]
+
+
+@pytest.fixture
+def serve_process(tmp_path: Path) -> Iterator[Callable[..., tuple[str, subprocess.Popen[str]]]]:
+    """``serve_process(*args, env={...}) -> (base URL, process)``: ``tsfm serve *args`` as a real process on a free
+    loopback port, returned once ``/ready`` says 200; every process started is stopped after the test (SIGINT, then
+    SIGKILL). The process imports the same ``tsfm`` as the tests (its folder first on ``PYTHONPATH``), whichever
+    checkout the environment's script was installed from."""
+    import httpx
+
+    import tsfm
+
+    source = str(Path(tsfm.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH", "")) if p)
+
+    started: list[tuple[subprocess.Popen[str], Any]] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen[str]]:
+        port = free_port()
+        log = (tmp_path / f"server-{len(started)}.log").open("w+")
+        process = subprocess.Popen(
+            [*tsfm_command(), "serve", *args, "--port", str(port), "--log-level", "info"],
+            stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": path, **(env or {})},
+        )
+        started.append((process, log))
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"tsfm serve exited with {process.returncode}:\n{log.read()}")
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    return base, process
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("tsfm serve did not become ready")
+            time.sleep(0.1)
+
+    yield start
+    for process, log in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        log.close()
 
 
 @pytest.fixture

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -16,52 +12,13 @@ import pytest
 
 from tsfm.cli import load_commands, main
 
-STARTUP_TIMEOUT_S = 90  # importing torch on a busy 2-core CI machine can take a while
-
-
-def tsfm_command() -> list[str]:
-    """The installed ``tsfm`` script of this interpreter's environment, else ``python -m tsfm.cli``."""
-    script = Path(sys.executable).with_name("tsfm")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("tsfm")
-    return [found] if found else [sys.executable, "-m", "tsfm.cli"]
-
 
 @pytest.fixture
-def server(tiny_model_path: Path, tmp_path: Path, unused_port: int) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = unused_port
-    env = {**os.environ, "TSFM_API_KEY": "e2e-key", "TSFM_MAX_BODY_BYTES": "100000", "TSFM_BATCH_WINDOW_MS": "2"}
-    log = (tmp_path / "server.log").open("w+")
-    process = subprocess.Popen(
-        [*tsfm_command(), "serve", "--model", str(tiny_model_path), "--port", str(port), "--log-level", "info"],
-        stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"tsfm serve exited with {process.returncode}:\n{log.read()}")
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("tsfm serve did not become ready")
-            time.sleep(0.1)
-        yield base, process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        log.close()
+def server(
+    tiny_model_path: Path, serve_process: Callable[..., tuple[str, subprocess.Popen[str]]]
+) -> tuple[str, subprocess.Popen[str]]:
+    env = {"TSFM_API_KEY": "e2e-key", "TSFM_MAX_BODY_BYTES": "100000", "TSFM_BATCH_WINDOW_MS": "2"}
+    return serve_process("--model", str(tiny_model_path), env=env)
 
 
 def test_tsfm_serve_answers_over_http(server: tuple[str, subprocess.Popen[str]]) -> None:
@@ -106,6 +63,7 @@ def test_tsfm_serve_answers_over_http(server: tuple[str, subprocess.Popen[str]])
 def test_serve_is_registered_with_its_flags() -> None:
     flags = {flag for argument in load_commands()["serve"].arguments for flag in argument.flags}
     assert {"--host", "--port", "--model", "--workers"} <= flags
+    assert {"--stream-dir", "--stream-idle-s", "--max-streams", "--max-stream-bytes"} <= flags
 
 
 def test_serve_with_a_bad_model_is_one_line_of_error(
@@ -116,3 +74,5 @@ def test_serve_with_a_bad_model_is_one_line_of_error(
     error = capsys.readouterr().err
     assert error.startswith("error: ") and "nowhere" in error and "Traceback" not in error
     assert main(["serve", "--workers", "0"]) == 2
+    assert main(["serve", "--workers", "2", "--stream-dir", str(tmp_path)]) == 2  # streams live in one process
+    assert "--workers 1" in capsys.readouterr().err

@@ -1,6 +1,8 @@
 """The app factory: ``create_app(model=..., **settings) -> FastAPI`` with every route of the service.
 
-Routes: ``POST /v1/forecast``, ``GET /v1/models``, ``GET /health``, ``GET /ready``, ``GET /metrics``, the
+Routes: ``POST /v1/forecast``, the stream routes (``POST /v1/streams``, ``POST /v1/streams/{id}/observations``,
+``POST /v1/streams/{id}/forecast``, ``DELETE /v1/streams/{id}``; the streams themselves live in
+``tsfm.serving.streams``), ``GET /v1/models``, ``GET /health``, ``GET /ready``, ``GET /metrics``, the
 OpenAPI schema, ``/docs`` and ``/redoc`` (local assets), and the forecast page at ``/``. This module wires the parts
 together (settings, schemas, the served model, the batcher, limits, auth, metrics) and turns arrays into JSON; it
 does no inference itself and holds no module-level state, so tests build as many independent apps as they like.
@@ -29,10 +31,11 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -40,7 +43,7 @@ from fastapi.staticfiles import StaticFiles
 
 from tsfm import __version__
 from tsfm.df_utils import ForecastInputError
-from tsfm.serving import parsing
+from tsfm.serving import parsing, streams
 from tsfm.serving.auth import ApiKeyMiddleware, api_key_dependency
 from tsfm.serving.batching import BatcherClosed, MicroBatcher, QueueFull
 from tsfm.serving.docs import add_offline_docs
@@ -55,9 +58,13 @@ from tsfm.serving.schemas import (
     ModelInfo,
     ModelsResponse,
     Readiness,
+    StreamOpened,
+    StreamUpdated,
     ValidationErrorBody,
 )
 from tsfm.serving.settings import Settings
+from tsfm.serving.timestamps import calendar_cost
+from tsfm.stream import StreamError
 
 PAGE_DIR = Path(__file__).parent / "page"
 API_DESCRIPTION = """Zero-shot probabilistic forecasts from a pretrained tsfm model.
@@ -83,6 +90,10 @@ class Service:
     helper: ProcessPoolExecutor | None = None  # the same for large bodies and answers, started on first use
     batcher: MicroBatcher | None = None
     loader: "asyncio.Task[None] | None" = None
+    stream_store: streams.StreamStore | None = None  # the open streams (tsfm.serving.streams)
+    stream_spec: parsing.StreamSpec | None = None  # this app's stream request classes
+    stream_bytes_per_series: int = 0  # known once the model is loaded; 0: the model cannot stream
+    sweeper: "asyncio.Task[None] | None" = None  # removes idle streams periodically
 
 
 def create_app(settings: Settings | None = None, *, model: ModelSource | None = None, **overrides: Any) -> FastAPI:
@@ -104,6 +115,13 @@ def create_app(settings: Settings | None = None, *, model: ModelSource | None = 
     served = ServedModel(model if loaded else settings.model, device=settings.device)  # type: ignore[arg-type]
     service = Service(settings, served, Metrics())
     service.metrics.model_ready.labels(served.name).set(0)
+    service.stream_store = streams.StreamStore(
+        idle_s=settings.stream_idle_s,
+        max_streams=settings.max_streams,
+        max_stream_bytes=settings.max_stream_bytes,
+        directory=settings.stream_dir,
+        on_expired=lambda count: _observe_streams(service, "expired", count),
+    )
 
     app = FastAPI(
         title="tsfm forecasting service",
@@ -119,6 +137,7 @@ def create_app(settings: Settings | None = None, *, model: ModelSource | None = 
     _add_middleware(app, service, known_paths)
     auth = [Depends(api_key_dependency(settings.api_key.get_secret_value()))] if settings.api_key else []
     _add_forecast_route(app, service, auth)
+    _add_stream_routes(app, service, auth)
     _add_info_routes(app, service, auth)
     add_offline_docs(app)
     _add_page(app)
@@ -154,6 +173,8 @@ def _lifespan(service: Service) -> Any:
         finally:
             if service.loader is not None:
                 service.loader.cancel()
+            if service.sweeper is not None:
+                service.sweeper.cancel()
             if service.batcher is not None:
                 await service.batcher.close()
             service.executor.shutdown(wait=False, cancel_futures=True)
@@ -162,6 +183,7 @@ def _lifespan(service: Service) -> Any:
                 service.helper.shutdown(wait=False, cancel_futures=True)
                 service.helper = None
             service.loader = service.batcher = service.executor = service.parser = None  # may start again (tests)
+            service.sweeper = None
             torch.set_num_threads(threads_before)  # torch's setting is process-wide: leave it as found
             service.metrics.model_ready.labels(service.served.name).set(0)
 
@@ -177,6 +199,8 @@ async def _load(service: Service) -> None:
         log.error("model %s failed to load: %s", served.name, served.error)
         return
     assert served.model is not None
+    if not await _load_streams(service):
+        return
     batcher = MicroBatcher(
         served.model,
         enabled=settings.batching,
@@ -211,7 +235,7 @@ def _add_middleware(app: FastAPI, service: Service, known_paths: set[str]) -> No
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
     app.add_middleware(MetricsMiddleware, metrics=service.metrics, known_paths=known_paths)
@@ -374,6 +398,14 @@ def _document_request_body(app: FastAPI, service: Service) -> None:
             components = spec.setdefault("components", {}).setdefault("schemas", {})
             components.update(schema.pop("$defs", {}))
             components["ForecastRequest"] = schema
+            assert service.stream_spec is not None
+            stream_schemas = service.stream_spec.schemas()
+            for name, request_class in (("StreamOpenRequest", stream_schemas.open),
+                                        ("StreamUpdateRequest", stream_schemas.update),
+                                        ("StreamForecastRequest", stream_schemas.forecast)):
+                schema = request_class.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(schema.pop("$defs", {}))
+                components[name] = schema
             app.openapi_schema = spec
         return app.openapi_schema
 
@@ -422,6 +454,321 @@ def _validation_error(
 ) -> RequestValidationError:
     """The same 422 body FastAPI gives for schema errors, for checks that need more than one field."""
     return RequestValidationError([{"type": kind, "loc": loc, "msg": message, "input": value}])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Streams: /v1/streams (tsfm.serving.streams keeps them; the model work runs on the model thread)
+
+
+StreamId = Annotated[str, PathParam(pattern=streams.STREAM_ID_PATTERN,
+                                    description="the id POST /v1/streams answered (32 URL-safe characters)")]
+
+
+async def _load_streams(service: Service) -> bool:
+    """At start-up, once the model is loaded: the size of a stream series, and the snapshots of ``stream_dir``
+    (before ``/ready`` says 200, so nothing acknowledged before a restart is missing after it)."""
+    from tsfm.model import Forecaster
+
+    served, store, executor = service.served, service.stream_store, service.executor
+    assert store is not None and executor is not None and served.model is not None
+    if not isinstance(served.model, Forecaster):  # another forecaster (tests' stand-ins) has no state to carry
+        log.info("streams are off: the served model is not a tsfm Forecaster")
+        return True
+    loop = asyncio.get_running_loop()
+    try:
+        service.stream_bytes_per_series = await loop.run_in_executor(
+            executor, store.bytes_per_series, served.model, served.config.context_length
+        )
+        loaded = await loop.run_in_executor(executor, store.load_snapshots, served.model, served.name)
+    except Exception as err:  # an unreadable stream_dir: the service would lose acknowledged updates, so not ready
+        served.state, served.error = "failed", f"stream snapshots: {type(err).__name__}: {err}"
+        served.public_error = f"{type(err).__name__} reading the stream snapshots (the server log has the details)"
+        log.error("stream snapshots of %s could not be loaded: %s", store.directory, served.error)
+        return False
+    if loaded:
+        log.info("%d streams reloaded from %s", loaded, store.directory)
+    _observe_streams(service, "opened", 0)
+    service.sweeper = loop.create_task(_sweep_streams(service), name="tsfm-stream-sweeper")
+    return True
+
+
+async def _sweep_streams(service: Service) -> None:
+    """Forever: remove the streams idle for longer than ``stream_idle_s`` (requests also expire them lazily)."""
+    store = service.stream_store
+    assert store is not None
+    interval = min(60.0, max(0.05, store.idle_s / 4))
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            store.sweep()
+        except Exception:  # a failing delete must not stop the sweeps
+            log.exception("stream sweep failed")
+
+
+def _observe_streams(service: Service, event: str, count: int = 1) -> None:
+    store = service.stream_store
+    if store is not None:
+        service.metrics.observe_stream(event, len(store.entries), store.total_bytes, count)
+
+
+def _ready_streams(service: Service) -> streams.StreamStore:
+    _ready_batcher(service)  # 503 while the model (and the snapshots) load
+    if service.settings.max_streams == 0:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "streams are turned off on this server (max_streams=0)")
+    if not service.stream_bytes_per_series:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "streams are not available: the served model is not a tsfm Forecaster")
+    assert service.stream_store is not None
+    return service.stream_store
+
+
+def _stream_entry(store: streams.StreamStore, stream_id: str) -> streams.StreamEntry:
+    try:
+        return store.get(stream_id)
+    except streams.StreamNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+
+
+def _still_open(entry: streams.StreamEntry) -> None:
+    """Called under the stream's lock: it may have been deleted while this request waited for the lock."""
+    if entry.closed:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"stream {entry.stream_id!r} was deleted")
+
+
+async def _on_model(service: Service, function: Any, *args: Any) -> Any:
+    """``function(*args)`` on the model thread (the batcher's: one model, one thread)."""
+    assert service.executor is not None, "the model thread starts with the app"
+    return await asyncio.get_running_loop().run_in_executor(service.executor, function, *args)
+
+
+async def _on_parser(service: Service, function: Any, *args: Any) -> Any:
+    """``function(*args)`` on the parse thread; ``StreamInputError`` becomes FastAPI's 422."""
+    assert service.parser is not None, "the parse thread starts with the app"
+    try:
+        return await asyncio.get_running_loop().run_in_executor(service.parser, function, *args)
+    except streams.StreamInputError as err:
+        raise RequestValidationError(err.errors) from None
+
+
+def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
+    settings, served = service.settings, service.served
+    service.stream_spec = parsing.StreamSpec(
+        model_names=(served.name,),
+        context_length=served.config.context_length,
+        max_series_per_request=settings.max_series_per_request,
+        max_points_per_series=settings.max_points_per_series,
+        max_prediction_length=settings.max_prediction_length,
+        max_quantile_levels=settings.max_quantile_levels,
+        max_item_id_length=settings.max_item_id_length,
+    )
+    spec = service.stream_spec
+    common: dict[int | str, dict[str, Any]] = {
+        408: {"model": ErrorDetail, "description": "the body did not arrive within body_timeout_s"},
+        413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},
+        422: {"model": ValidationErrorBody, "description": "the request is not valid; `detail[].loc` names the field"},
+        503: {"model": ErrorDetail, "description": "the model is loading (see /ready), streams are turned off "
+              "(max_streams=0), or the service is shutting down"},
+    }
+    if auth:
+        common[401] = {"model": ErrorDetail, "description": "missing or wrong API key"}
+    not_found = {404: {"model": ErrorDetail, "description": "no open stream has this id (deleted or expired)"}}
+
+    # OpenAPI links: the id POST /v1/streams answers is what the other stream routes take (stateful tests follow them)
+    stream_links = {201: {"description": "the stream is open", "links": {
+        name: {"operationId": operation, "parameters": {"stream_id": "$response.body#/stream_id"},
+               "description": f"{verb} the stream just opened"}
+        for name, operation, verb in (("UpdateStream", "update_stream", "append observations to"),
+                                      ("ForecastStream", "forecast_stream", "forecast"),
+                                      ("DeleteStream", "delete_stream", "close"))
+    }}}
+
+    def body_doc(name: str) -> dict[str, Any]:
+        return {"requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{name}"}}}}}
+
+    def large(body: bytes) -> bool:
+        return len(body) > settings.inline_parse_bytes
+
+    @app.post(
+        "/v1/streams",
+        status_code=status.HTTP_201_CREATED,
+        response_model=StreamOpened,
+        dependencies=auth,
+        responses={**common, **stream_links,
+                   413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes, or the stream "
+                         "alone is larger than max_stream_bytes"},
+                   429: {"model": ErrorDetail, "description": "max_streams streams are open; retry after "
+                         "`Retry-After` seconds"},
+                   507: {"model": ErrorDetail, "description": "the open streams hold max_stream_bytes already"}},
+        tags=["streams"],
+        summary="Open a stream of series",
+        operation_id="open_stream",
+        openapi_extra=body_doc("StreamOpenRequest"),
+    )
+    async def open_stream(request: Request) -> Response:
+        """Read the series (as `/v1/forecast` takes them) into a stream that carries the model's state: later
+        observations cost only their own patches, and forecasts continue from everything streamed. The stream is
+        removed after `expires_in_s` seconds without a request."""
+        store = _ready_streams(service)
+        body = await request.body()
+        prepared: parsing.PreparedOpen = await _off_loop(service, large(body), parsing.prepare_stream_open, spec, body)
+        del body
+        try:
+            entry = store.reserve(len(prepared.arrays), service.stream_bytes_per_series)
+        except streams.StreamsFull as err:
+            _observe_streams(service, "refused")
+            retry = {"Retry-After": str(max(1, min(60, int(store.idle_s))))} if err.status != 413 else None
+            raise HTTPException(err.status, str(err), headers=retry) from None
+        async with entry.lock:
+            try:
+                ends, notes = await _on_parser(service, streams.series_ends, prepared.axes)
+                entry.model = prepared.model or served.name
+                entry.item_ids, entry.freqs, entry.ends, entry.notes = (
+                    prepared.item_ids, [axis.freq for axis in prepared.axes], ends, notes)
+                try:
+                    await _on_model(service, store.open_stream, served.model, entry, prepared.arrays)
+                except StreamError as err:  # the schema checks what the stream does; kept as the client's 422
+                    raise _validation_error(("body", "inputs"), str(err), None) from None
+                if store.directory is not None:
+                    snapshot = await _on_model(service, entry.stream.state_dict)  # type: ignore[union-attr]
+                    await _on_parser(service, store.write_snapshot, entry, snapshot, entry.ends)
+            except BaseException:
+                store.remove(entry)
+                raise
+            entry.last_used = store.clock()
+        _observe_streams(service, "opened")
+        context = served.config.context_length
+        warnings = list(notes)
+        if any(len(a) > context for a in prepared.arrays):
+            warnings.append(f"only the last {context} values of each series are read (the model's context_length)")
+        answer = StreamOpened(stream_id=entry.stream_id, series=entry.series, expires_in_s=store.expires_in(entry),
+                              warnings=warnings)
+        return JSONResponse(answer.model_dump(), status_code=status.HTTP_201_CREATED)
+
+    @app.post(
+        "/v1/streams/{stream_id}/observations",
+        response_model=StreamUpdated,
+        dependencies=auth,
+        responses={**common, **not_found,
+                   500: {"model": ErrorDetail, "description": "the update could not be saved to stream_dir; it was "
+                         "not applied"}},
+        tags=["streams"],
+        summary="Append new observations to a stream",
+        operation_id="update_stream",
+        openapi_extra=body_doc("StreamUpdateRequest"),
+    )
+    async def update_stream(stream_id: StreamId, request: Request) -> StreamUpdated:
+        """Append new values to every series of the stream (one list per series, empty lists allowed). Complete
+        patches are read into the state; the rest is buffered. With `stream_dir` set, the update is on disk before
+        this answers."""
+        store = _ready_streams(service)
+        entry = _stream_entry(store, stream_id)
+        body = await request.body()
+        prepared: parsing.PreparedUpdate = await _off_loop(
+            service, large(body), parsing.prepare_stream_update, spec, body
+        )
+        del body
+        if len(prepared.values) != entry.series:
+            raise _validation_error(("body", "values"), f"values has {len(prepared.values)} series, the stream has "
+                                    f"{entry.series}; give one list per series (empty for none)", None)
+        async with entry.lock:
+            _still_open(entry)
+            steps = [len(v) for v in prepared.values]
+            ends = await _on_parser(service, streams.advance_ends, entry, steps, prepared.timestamps)
+            result: streams.UpdateResult = await _on_model(
+                service, store.update, entry, prepared.values, store.directory is not None
+            )
+            if result.snapshot is not None:
+                try:
+                    await _on_parser(service, store.write_snapshot, entry, result.snapshot, ends)
+                except Exception as err:
+                    log.error("stream %s: snapshot not written, update undone: %s", entry.stream_id, err)
+                    await _on_model(service, store.undo, entry, result.backup)
+                    raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR,
+                                        "the update could not be saved (stream_dir); it was not applied") from None
+            entry.ends = ends
+            entry.last_used = store.clock()
+        _observe_streams(service, "updated")
+        return StreamUpdated(stream_id=entry.stream_id, steps=result.steps, buffered=result.buffered,
+                             patches_completed=result.patches_completed, reanchors=result.reanchors,
+                             expires_in_s=store.expires_in(entry))
+
+    @app.post(
+        "/v1/streams/{stream_id}/forecast",
+        response_model=ForecastResponse,
+        response_model_exclude_none=True,
+        dependencies=auth,
+        responses={**common, **not_found,
+                   504: {"model": ErrorDetail, "description": "the forecast took longer than request_timeout_s"}},
+        tags=["streams"],
+        summary="Forecast every series of a stream",
+        operation_id="forecast_stream",
+        openapi_extra=body_doc("StreamForecastRequest"),
+    )
+    async def forecast_stream(stream_id: StreamId, request: Request) -> Response:
+        """Forecasts of every series from the carried state, in the format of `/v1/forecast` (timestamps continue
+        from the last observation of series opened with `start` and `freq`). The state is not changed."""
+        store = _ready_streams(service)
+        entry = _stream_entry(store, stream_id)
+        body = await request.body()
+        prepared: parsing.PreparedStreamForecast = await _off_loop(
+            service, large(body), parsing.prepare_stream_forecast, spec, body
+        )
+        horizon, levels = prepared.prediction_length, prepared.levels
+        values = entry.series * horizon * (len(levels) + 1)
+        if values > settings.max_forecast_values:
+            raise _validation_error(
+                ("body", "prediction_length"),
+                f"the answer would hold {entry.series} series x {horizon} steps x {len(levels) + 1} arrays "
+                f"(quantile levels + median) = {values} numbers, over the limit of {settings.max_forecast_values} "
+                "(max_forecast_values); ask for fewer steps or levels", horizon)
+        async with entry.lock:
+            _still_open(entry)
+            axes = entry.axes()
+            cost = calendar_cost(axes, horizon)
+            if cost > settings.max_calendar_timestamps:
+                raise _validation_error(
+                    ("body", "prediction_length"),
+                    f"the forecast timestamps need {cost} calendar steps (distinct series ends x prediction_length), "
+                    f"over the limit of {settings.max_calendar_timestamps} (max_calendar_timestamps)", horizon)
+            try:
+                quantiles, median = await asyncio.wait_for(
+                    _on_model(service, store.forecast, entry, horizon, levels), settings.request_timeout_s
+                )
+            except asyncio.TimeoutError:
+                raise HTTPException(
+                    status.HTTP_504_GATEWAY_TIMEOUT,
+                    f"the forecast did not finish within {settings.request_timeout_s:g} s (request_timeout_s)",
+                ) from None
+            entry.last_used = store.clock()
+        _observe_streams(service, "forecast")
+        notes = [*_warnings(served, horizon, levels, []), *entry.notes]
+        content = await _off_loop(
+            service, median.size * (len(levels) + 1) * 8 > settings.inline_parse_bytes, parsing.render,
+            service.spec, entry.item_ids, axes, levels, entry.model, notes, quantiles, median,
+        )
+        return Response(content, media_type="application/json")
+
+    @app.delete(
+        "/v1/streams/{stream_id}",
+        status_code=status.HTTP_204_NO_CONTENT,
+        response_class=Response,
+        dependencies=auth,
+        responses={**{k: v for k, v in common.items() if k != 413}, **not_found},
+        tags=["streams"],
+        summary="Close a stream",
+        operation_id="delete_stream",
+    )
+    async def delete_stream(stream_id: StreamId) -> Response:
+        """Remove the stream and its snapshot."""
+        store = _ready_streams(service)
+        entry = _stream_entry(store, stream_id)
+        async with entry.lock:
+            _still_open(entry)
+            store.remove(entry)
+        _observe_streams(service, "deleted")
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 # ----------------------------------------------------------------------------------------------------------------

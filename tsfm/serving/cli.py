@@ -21,6 +21,14 @@ from tsfm.cli import EXIT_OK, CommandError, arg, command
         "or 'default')"),
     arg("--workers", type=int, default=1, help="uvicorn worker processes, each with its own model (default: 1)"),
     arg("--log-level", default="info", help="uvicorn log level: debug, info, warning, error (default: info)"),
+    arg("--stream-dir", default=None, help="folder for stream snapshots: acknowledged stream updates survive a "
+        "restart (default: $TSFM_STREAM_DIR, or streams in memory only)"),
+    arg("--stream-idle-s", type=float, default=None, help="seconds without a request before a stream is removed "
+        "(default: $TSFM_STREAM_IDLE_S or 3600)"),
+    arg("--max-streams", type=int, default=None, help="open streams at most, 0 = stream routes off (default: "
+        "$TSFM_MAX_STREAMS or 1000)"),
+    arg("--max-stream-bytes", type=int, default=None, help="memory of all open streams at most, in bytes (default: "
+        "$TSFM_MAX_STREAM_BYTES or 256 MiB)"),
 )
 def serve_command(args: argparse.Namespace) -> int:
     """The service lives in ``serving`` (it needs the ``serve`` extra); the CLI only parses and hands over."""
@@ -30,8 +38,11 @@ def serve_command(args: argparse.Namespace) -> int:
         raise CommandError(f"serving needs the serve extra (pip install 'tsfm[serve]'): {err}") from None
     if args.workers < 1:
         raise CommandError(f"--workers must be at least 1, got {args.workers}")
+    streams = {"stream_dir": args.stream_dir, "stream_idle_s": args.stream_idle_s, "max_streams": args.max_streams,
+               "max_stream_bytes": args.max_stream_bytes}
     try:
-        run(host=args.host, port=args.port, model=args.model, workers=args.workers, log_level=args.log_level)
+        run(host=args.host, port=args.port, model=args.model, workers=args.workers, log_level=args.log_level,
+            settings={name: value for name, value in streams.items() if value is not None})
     except ValueError as err:  # a bad checkpoint (CheckpointError) or TSFM_* variable (pydantic ValidationError)
         raise CommandError(str(err)) from None
     return EXIT_OK

@@ -22,6 +22,8 @@ SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UNMATCHED_ROUTE = "unmatched"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 OTHER_METHOD = "other"
+STREAM_EVENTS = ("opened", "updated", "forecast", "deleted", "expired", "refused")
+"""The ``event`` label of ``tsfm_stream_events_total``: a fixed set, whatever clients send."""
 
 
 class Metrics:
@@ -54,6 +56,24 @@ class Metrics:
         )
         self.series = Counter("tsfm_forecast_series", "series forecast", registry=r)
         self.model_ready = Gauge("tsfm_model_ready", "1 when the model is loaded and warmed up", ["model"], registry=r)
+        self.streams_open = Gauge("tsfm_streams_open", "open streams", registry=r)
+        self.stream_bytes = Gauge(
+            "tsfm_stream_bytes", "memory counted against max_stream_bytes: state tensors + kept tails", registry=r
+        )
+        self.stream_events = Counter(
+            "tsfm_stream_events", "stream lifecycle events (opened, updated, forecast, deleted, expired, refused)",
+            ["event"], registry=r,
+        )
+        for event in STREAM_EVENTS:  # every series present from the start, at 0
+            self.stream_events.labels(event)
+
+    def observe_stream(self, event: str, open_streams: int, total_bytes: int, count: int = 1) -> None:
+        if event not in STREAM_EVENTS:
+            raise ValueError(f"unknown stream event {event!r}")
+        if count:
+            self.stream_events.labels(event).inc(count)
+        self.streams_open.set(open_streams)
+        self.stream_bytes.set(total_bytes)
 
     def observe_batch(self, stats: BatchStats) -> None:
         self.batch_series.observe(stats.series)

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
-from tsfm.serving.schemas import ForecastRequestBase, build_schemas
+from tsfm.serving.schemas import ForecastRequestBase, StreamSchemas, build_schemas, build_stream_schemas
 from tsfm.serving.timestamps import TimeAxis, build_timestamps, calendar_cost
 
 MAX_ERRORS = 20  # validation errors listed in one 422 (a 16 MB body can hold a million bad values)
@@ -143,6 +143,101 @@ def render(
         predictions.append(entry)
     content = {"model": model, "predictions": predictions, "warnings": [*warnings, *stamps.warnings]}
     return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Streams: the bodies of /v1/streams routes (the checks that need the stream itself are in tsfm.serving.streams)
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """What defines one app's stream request classes (picklable, hashable, like ``RequestSpec``)."""
+
+    model_names: tuple[str, ...]
+    context_length: int
+    max_series_per_request: int
+    max_points_per_series: int
+    max_prediction_length: int
+    max_quantile_levels: int
+    max_item_id_length: int
+
+    def schemas(self) -> StreamSchemas:
+        return _stream_schemas(self)
+
+
+@functools.lru_cache(maxsize=8)
+def _stream_schemas(spec: StreamSpec) -> StreamSchemas:
+    fields = dict(vars(spec))
+    fields["model_names"] = list(spec.model_names)
+    return build_stream_schemas(**fields)
+
+
+@dataclass
+class PreparedOpen:
+    arrays: list[np.ndarray]
+    item_ids: list[str | int]
+    axes: list[TimeAxis]
+    model: str | None
+
+
+@dataclass
+class PreparedUpdate:
+    values: list[np.ndarray]
+    timestamps: list[list[Any] | None] | None  # datetimes per series, checked against the stream by the store
+
+
+@dataclass
+class PreparedStreamForecast:
+    prediction_length: int
+    levels: tuple[float, ...]
+
+
+def _validate(request_class: Any, body: bytes) -> Any:
+    if not body.strip():
+        raise InvalidRequest([{"type": "missing", "loc": ["body"], "msg": "Field required: the request has no body",
+                               "input": None}])
+    try:
+        return request_class.model_validate_json(body)
+    except ValidationError as err:
+        raise InvalidRequest(short_errors(err.errors(include_url=False), prefix=("body",))) from None
+
+
+def prepare_stream_open(spec: StreamSpec, body: bytes) -> PreparedOpen:
+    """``POST /v1/streams``: the series as float64 arrays (None -> NaN), their ids and time axes."""
+    request = _validate(spec.schemas().open, body)
+    return PreparedOpen(
+        arrays=[np.asarray(series.target, dtype=np.float64) for series in request.inputs],
+        item_ids=[i if series.item_id is None else series.item_id for i, series in enumerate(request.inputs)],
+        axes=[TimeAxis(series.start, series.freq, len(series.target)) for series in request.inputs],
+        model=request.model,
+    )
+
+
+def prepare_stream_update(spec: StreamSpec, body: bytes) -> PreparedUpdate:
+    """``POST /v1/streams/{id}/observations``: new values as float64 arrays; timestamps as given (same lengths)."""
+    request = _validate(spec.schemas().update, body)
+    values = [np.asarray(row, dtype=np.float64) for row in request.values]
+    stamps = request.timestamps
+    if stamps is not None:
+        errors = []
+        if len(stamps) != len(values):
+            errors.append({"type": "value_error", "loc": ["body", "timestamps"], "input": None,
+                           "msg": f"timestamps has {len(stamps)} series, values has {len(values)}; give one list "
+                                  "(or null) per series"})
+        else:
+            for i, (row, times) in enumerate(zip(values, stamps, strict=True)):
+                if times is not None and len(times) != len(row):
+                    errors.append({"type": "value_error", "loc": ["body", "timestamps", i], "input": None,
+                                   "msg": f"timestamps[{i}] has {len(times)} timestamps for {len(row)} values"})
+        if errors:
+            raise InvalidRequest(errors[:MAX_ERRORS])
+    return PreparedUpdate(values=values, timestamps=None if stamps is None else list(stamps))
+
+
+def prepare_stream_forecast(spec: StreamSpec, body: bytes) -> PreparedStreamForecast:
+    """``POST /v1/streams/{id}/forecast``: the horizon and levels (the answer's size is checked with the stream)."""
+    request = _validate(spec.schemas().forecast, body)
+    return PreparedStreamForecast(request.prediction_length, tuple(request.quantile_levels))
 
 
 def warm_up() -> None:

@@ -427,3 +427,132 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Streams (issue 15): open a stream of series, append observations, forecast from the carried state
+
+STREAM_ID_PATTERN = r"^[A-Za-z0-9_-]{32}$"
+"""A stream id: ``secrets.token_urlsafe(24)`` (32 URL-safe characters). Checked before any file path is built."""
+
+
+def _check_update_row(row: list[float | None]) -> list[float | None]:
+    """New values of one series: null/NaN are missing steps; infinities and huge magnitudes are refused."""
+    values = np.asarray(row, dtype=np.float64)
+    infinite = np.flatnonzero(np.isinf(values))
+    if infinite.size:
+        raise ValueError(f"values has infinite values (at positions {_positions(infinite)}); use null for missing "
+                         "values")
+    huge = np.flatnonzero(np.abs(values) > MAX_ABS_VALUE)
+    if huge.size:
+        raise ValueError(f"values beyond +-{MAX_ABS_VALUE:g} (at positions {_positions(huge)}), which the model "
+                         "cannot scale in float32; rescale the series")
+    return row
+
+
+class StreamOpenRequestBase(BaseModel):
+    """``POST /v1/streams`` body: the series to stream (as ``/v1/forecast`` takes them) and the model."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class StreamUpdateRequestBase(BaseModel):
+    """``POST /v1/streams/{stream_id}/observations`` body: new values of every series, oldest first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamForecastRequestBase(BaseModel):
+    """``POST /v1/streams/{stream_id}/forecast`` body: the horizon and quantile levels, as ``/v1/forecast`` takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamOpened(BaseModel):
+    stream_id: str = Field(description="the stream's id, for its other routes (keep it: it is the only handle)")
+    series: int = Field(description="number of series in the stream; every update gives this many")
+    expires_in_s: float = Field(description="seconds of inactivity after which the stream is removed")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class StreamUpdated(BaseModel):
+    stream_id: str
+    steps: list[int] = Field(description="steps appended to each series by this update")
+    buffered: list[int] = Field(description="steps of each series waiting for their patch to complete")
+    patches_completed: list[int] = Field(description="patches of each series completed (read into the state) by "
+                                         "this update")
+    reanchors: list[int] = Field(description="re-anchors of each series since the stream opened (its scale refitted "
+                                 "after the series drifted)")
+    expires_in_s: float
+
+
+class StreamSchemas(NamedTuple):
+    open: type[StreamOpenRequestBase]
+    update: type[StreamUpdateRequestBase]
+    forecast: type[StreamForecastRequestBase]
+
+
+def build_stream_schemas(
+    *,
+    model_names: Sequence[str],
+    context_length: int,
+    max_series_per_request: int,
+    max_points_per_series: int,
+    max_prediction_length: int,
+    max_quantile_levels: int,
+    max_item_id_length: int = 256,
+) -> StreamSchemas:
+    """The stream request classes of one app, reusing the series and parameter fields of ``build_schemas``."""
+    base = build_schemas(
+        model_names=model_names, context_length=context_length, max_series_per_request=max_series_per_request,
+        max_points_per_series=max_points_per_series, max_prediction_length=max_prediction_length,
+        max_quantile_levels=max_quantile_levels, max_item_id_length=max_item_id_length,
+    )
+    names = tuple(model_names)
+    model_type: Any = Literal[names]
+    series_class: Any = base.series
+    row_type: Any = Annotated[
+        list[TargetValue], Field(max_length=max_points_per_series), AfterValidator(_check_update_row)
+    ]
+    stamp_row: Any = Annotated[list[Start], Field(max_length=max_points_per_series)]
+
+    class StreamOpenRequest(StreamOpenRequestBase):
+        inputs: list[series_class] = Field(  # type: ignore[valid-type]
+            min_length=1, max_length=max_series_per_request,
+            description="the series to stream, as /v1/forecast takes them; the stream reads the last "
+            "context_length values of each",
+        )
+        model: model_type | None = Field(None, description=f"model to use (default: {names[0]!r}); see /v1/models")
+
+    class StreamUpdateRequest(StreamUpdateRequestBase):
+        values: list[row_type] = Field(  # type: ignore[valid-type]
+            min_length=1, max_length=max_series_per_request,
+            description="new values of each series, oldest first, one list per series of the stream (in the order "
+            f"it was opened; an empty list adds nothing); null (or NaN) marks a missing step; at most "
+            f"{max_points_per_series} values per series and update",
+        )
+        timestamps: list[stamp_row | None] | None = Field(  # type: ignore[valid-type]
+            None, description="optional: the time of each new value, one list per series (null for a series "
+            "without); a series opened with start and freq must continue its grid exactly: the first timestamp is "
+            "the step after its last observation, each next one the step after that (send null values for missing "
+            "steps)",
+        )
+
+    class StreamForecastRequest(StreamForecastRequestBase):
+        prediction_length: PredictionLength = Field(
+            gt=0, le=max_prediction_length, description="steps to forecast after the last observation of every series"
+        )
+        quantile_levels: list[Level] = Field(
+            default_factory=lambda: list(DEFAULT_QUANTILE_LEVELS),
+            min_length=1,
+            max_length=max_quantile_levels,
+            json_schema_extra={"uniqueItems": True},
+            description=ParametersBase.model_fields["quantile_levels"].description,
+        )
+
+        @field_validator("quantile_levels", mode="after")
+        @classmethod
+        def _check_unique(cls, levels: list[float]) -> list[float]:
+            return ParametersBase._check_unique(levels)
+
+    return StreamSchemas(StreamOpenRequest, StreamUpdateRequest, StreamForecastRequest)

@@ -69,7 +69,13 @@ class HeaderDeadlineH11Protocol(H11Protocol):
 
 
 def run(
-    *, host: str = "127.0.0.1", port: int = 8000, model: str | None = None, workers: int = 1, log_level: str = "info"
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    model: str | None = None,
+    workers: int = 1,
+    log_level: str = "info",
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Serve until interrupted.
 
@@ -78,7 +84,10 @@ def run(
         model: built-in name or checkpoint folder; ``None`` keeps ``TSFM_MODEL`` (default ``"default"``).
         workers: uvicorn worker processes, each with its own model and its share of the cores for torch (unless
             ``TSFM_TORCH_THREADS`` says otherwise); on CPU one worker uses the machine well already, since its
-            model calls use all cores but one.
+            model calls use all cores but one. Streams live in one process, so with several workers the stream
+            routes are off (``max_streams=0``) unless streams were asked for, which is refused.
+        settings: other ``Settings`` fields from the command line (``stream_dir``, ``max_streams``...); they are
+            put in ``TSFM_*`` variables for the workers.
 
     Raises:
         tsfm.checkpoint.CheckpointError: the model is not a readable checkpoint; pydantic.ValidationError: a
@@ -86,11 +95,19 @@ def run(
     """
     import uvicorn
 
-    overrides = {} if model is None else {"model": str(model)}
-    settings = Settings(**overrides)  # fail here, once, on bad environment variables
-    ServedModel(settings.model, device=settings.device)  # reads the checkpoint's config: fails on a bad path
-    os.environ["TSFM_MODEL"] = settings.model  # for the app factory in each worker
-    if workers > 1 and settings.torch_threads is None:  # share the cores: each worker keeps one for its event loop
+    overrides: dict[str, Any] = dict(settings or {})
+    if model is not None:
+        overrides["model"] = str(model)
+    resolved = Settings(**overrides)  # fail here, once, on bad environment variables or flags
+    if workers > 1 and resolved.max_streams > 0:
+        asked = {"max_streams", "stream_dir"} & overrides.keys()
+        if asked or os.environ.get("TSFM_MAX_STREAMS") or os.environ.get("TSFM_STREAM_DIR"):
+            raise ValueError("streams live in one process: use --workers 1 with streams (or --max-streams 0)")
+        overrides["max_streams"] = 0  # a stream opened on one worker would be unknown to the others
+    ServedModel(resolved.model, device=resolved.device)  # reads the checkpoint's config: fails on a bad path
+    for name, value in {**overrides, "model": resolved.model}.items():  # for the app factory in each worker
+        os.environ[f"TSFM_{name.upper()}"] = str(value)
+    if workers > 1 and resolved.torch_threads is None:  # share the cores: each worker keeps one for its event loop
         cores = os.cpu_count() or 1
         os.environ["TSFM_TORCH_THREADS"] = str(max(1, (cores - workers) // workers))
     uvicorn.run(
@@ -101,7 +118,7 @@ def run(
         workers=workers,
         log_level=log_level,
         timeout_graceful_shutdown=10,
-        **uvicorn_limits(settings),
+        **uvicorn_limits(resolved),
     )
 
 

@@ -90,6 +90,24 @@ class Settings(BaseSettings):
         "it within one call"
     )
 
+    stream_dir: str | None = Field(
+        None, description="folder for stream snapshots: each acknowledged stream update is written there (atomically) "
+        "before its answer, and the service reloads them at start-up, so a restart loses no acknowledged update; "
+        "unset (default): streams live in memory only"
+    )
+    stream_idle_s: float = Field(
+        3600.0, gt=0, description="seconds a stream may go without a request before it is removed (with its snapshot)"
+    )
+    max_streams: int = Field(
+        1000, ge=0, description="open streams, all clients together (429 with Retry-After beyond); 0 turns the "
+        "stream routes off (503)"
+    )
+    max_stream_bytes: int = Field(
+        256 * MiB, gt=0, description="memory of all open streams together: the carried state tensors plus the kept "
+        "tail (context_length values per series, counted at that size from the start); 507 beyond, 413 for a "
+        "stream larger than this alone"
+    )
+
     api_key: SecretStr | None = Field(
         None, description="when set, /v1/* requires 'Authorization: Bearer <key>' (401 otherwise)"
     )
@@ -149,4 +167,7 @@ class Settings(BaseSettings):
             "max_item_id_length": self.max_item_id_length,
             "max_body_bytes": self.max_body_bytes,
             "request_timeout_s": self.request_timeout_s,
+            "max_streams": self.max_streams,
+            "max_stream_bytes": self.max_stream_bytes,
+            "stream_idle_s": self.stream_idle_s,
         }
