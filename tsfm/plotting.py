@@ -108,7 +108,7 @@ def _draw_panel(
     ax.plot(stamps, future[POINT_FORECAST], color="tab:blue", linewidth=1.2, label="median")
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 
-    locator = AutoDateLocator(maxticks=6)
+    locator = AutoDateLocator(maxticks=7)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # short labels that do not collide
     ax.tick_params(labelsize=7)
