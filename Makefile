@@ -31,10 +31,10 @@ forecast-etth1: $(STAMP)
 	$(PY) scripts/example_data.py --out out/etth1.csv
 	$(VENV)/bin/tsfm forecast out/etth1.csv -H 48 -o out/forecast_etth1.csv --plot out/forecast_etth1.png
 
-# Two pytest-xdist workers (CI has 2 cores); tests/conftest.py keeps users of an expensive shared fixture together.
+# Two pytest-xdist workers (CI has 2 cores), a test file per worker (module fixtures made once; see tests/conftest.py).
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -5,9 +5,11 @@ Triton fixes its mode (compiled or interpreted) at its first import, and importi
 machine has no GPU, so every in-process test runs Triton's interpreter; tests that compile for a GPU target
 (``test_kernel_resources``) do so in a subprocess with the variable removed.
 
-Parallel runs (``pytest -n 2``, pytest-xdist, as ``make test`` runs the suite): each worker process uses its share of
-the CPU cores for torch (``OMP_NUM_THREADS``), and the tests that share an expensive module- or session-scoped
-fixture run in one worker (``--dist loadgroup``), so that fixture is built once, not once per worker.
+Parallel runs (``pytest -n 2 --dist loadfile``, pytest-xdist, as ``make test`` runs the suite): each worker process
+uses its share of the CPU cores for torch (``OMP_NUM_THREADS``); a test file runs in one worker, so its module-scoped
+fixtures are made once; the one expensive session fixture used by two files (``built``, tests/data/conftest.py) is
+made once per run under a file lock. (``--dist loadgroup`` cannot be used: pytest-xdist 3.8 renames the node ids of
+grouped tests through an attribute pytest 9 no longer reads, so the groups are ignored.)
 
 Skips: ``-rs`` (pyproject) lists every skip with its reason. Where ``CI`` is true (``.ci/run`` sets it) CI has
 every input (``../shared``, the browser, every extra), so a skip means a test silently stopped testing: the run
@@ -26,9 +28,6 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # a worker of `pytest -n N`: sh
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
-# session-scoped fixtures expensive enough that their users stay in one xdist worker (the name is the group)
-SHARED_SESSION_FIXTURES = ("built",)
-
 # substring of a skip reason -> why that skip is expected in CI
 ALLOWED_SKIPS: dict[str, str] = {}
 
@@ -42,22 +41,6 @@ def _in_ci() -> bool:
 def unexpected_skips(skipped: list[tuple[str, str]], allowed: dict[str, str]) -> list[tuple[str, str]]:
     """The ``(test id, reason)`` pairs whose reason matches no allowed entry."""
     return [(node, reason) for node, reason in skipped if not any(key in reason for key in allowed)]
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``: one group per module with a module-scoped fixture, one per shared session fixture."""
-    if not (config.getoption("loadgroup", False) or config.getoption("dist", "no") == "loadgroup"):  # worker, main
-        return
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        shared = [name for name in SHARED_SESSION_FIXTURES if name in info.name2fixturedefs]
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(shared[0]))
-        elif any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
