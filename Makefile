@@ -1,7 +1,8 @@
 # Two entry points for a fresh machine (see README): `make forecast` and `make test`. Each sets itself up.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt
+# --no-compile: no .pyc for every file of every wheel (torch alone has thousands); Python compiles what it imports.
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile -c requirements/constraints.txt
 STAMP := $(VENV)/.tsfm-installed
 
 .PHONY: setup browser forecast forecast-etth1 test lint bench-cpu train-default train-default-cpu
@@ -30,9 +31,10 @@ forecast-etth1: $(STAMP)
 	$(PY) scripts/example_data.py --out out/etth1.csv
 	$(VENV)/bin/tsfm forecast out/etth1.csv -H 48 -o out/forecast_etth1.csv --plot out/forecast_etth1.png
 
+# Two pytest-xdist workers (CI has 2 cores), a test file per worker (module fixtures made once; see tests/conftest.py).
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

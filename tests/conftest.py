@@ -5,6 +5,12 @@ Triton fixes its mode (compiled or interpreted) at its first import, and importi
 machine has no GPU, so every in-process test runs Triton's interpreter; tests that compile for a GPU target
 (``test_kernel_resources``) do so in a subprocess with the variable removed.
 
+Parallel runs (``pytest -n 2 --dist loadfile``, pytest-xdist, as ``make test`` runs the suite): each worker process
+uses its share of the CPU cores for torch (``OMP_NUM_THREADS``); a test file runs in one worker, so its module-scoped
+fixtures are made once; the one expensive session fixture used by two files (``built``, tests/data/conftest.py) is
+made once per run under a file lock. (``--dist loadgroup`` cannot be used: pytest-xdist 3.8 renames the node ids of
+grouped tests through an attribute pytest 9 no longer reads, so the groups are ignored.)
+
 Skips: ``-rs`` (pyproject) lists every skip with its reason. Where ``CI`` is true (``.ci/run`` sets it) CI has
 every input (``../shared``, the browser, every extra), so a skip means a test silently stopped testing: the run
 fails unless the skip's reason matches :data:`ALLOWED_SKIPS`, each entry saying why that skip is expected.
@@ -17,6 +23,10 @@ import os
 import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # a worker of `pytest -n N`: share the cores instead of N-fold
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 # substring of a skip reason -> why that skip is expected in CI
 ALLOWED_SKIPS: dict[str, str] = {}

@@ -17,6 +17,7 @@ def _pytest(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess:
     (tests / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
     (tests / "test_sample.py").write_text(SKIPPING_TEST)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the guard is the conftest alone; installed plugins only cost seconds
     if ci is not None:
         env["CI"] = ci
     command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tests)]
@@ -43,7 +44,7 @@ def test_an_allowed_skip_passes_in_ci(tmp_path: Path) -> None:
     patched = conftest.replace(conftest[conftest.index("ALLOWED_SKIPS: dict"):].split("\n")[0], allowed)
     done = _pytest(tmp_path, "true")  # writes the files; overwrite the conftest and run again
     (tmp_path / "tests" / "conftest.py").write_text(patched)
-    env = {**os.environ, "CI": "true"}
+    env = {**os.environ, "CI": "true", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     again = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tests")],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and again.returncode == 0, again.stdout

@@ -93,10 +93,14 @@ def test_bf16_gradients_with_the_bf16_products_of_dr_match_the_float64_reference
 
 
 def test_dr_split_over_several_row_slices_with_a_ragged_last_slice_is_exact():
-    """520 rows ``(b, t)``: two slices of 320 and 200 rows, each program's partial ``dR`` summed by the caller."""
-    from tsfm.kernels.slstm.fused import _dr_slices
+    """520 rows ``(b, t)``: two slices of 320 and 200 rows, each program's partial ``dR`` summed by the caller.
 
-    batch, length = 4, 130
+    13 x 40 rather than a long sequence: the interpreted recurrence walks every step, and a batch of 13 still fits
+    one (partly masked) batch block."""
+    from tsfm.kernels.slstm.fused import BB, _dr_slices
+
+    batch, length = 13, 40
+    assert batch < BB
     assert _dr_slices(batch * length, H, 64) == (2, 320)
     torch.manual_seed(12)
     x_gates = 2 * torch.randn(batch, length, H, 4, D)
