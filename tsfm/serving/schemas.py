@@ -336,7 +336,8 @@ def build_schemas(
     model_type: Any = Literal[names]  # Literal["a", "b"] == Literal[("a", "b")]
     item_id_type: Any = Annotated[
         Annotated[StrictStr, Field(max_length=max_item_id_length)]
-        | Annotated[PredictionLength, Field(ge=-INT64, lt=INT64)],  # any JSON integer, 7.0 included
+        | Annotated[PredictionLength, Field(ge=-INT64, lt=INT64),  # any JSON integer, 7.0 included
+                    WithJsonSchema({"type": "integer", "minimum": -INT64, "exclusiveMaximum": INT64})],
         AfterValidator(_encodable),
         Field(description="series id, echoed in the answer (default: position)"),
     ]
