@@ -94,10 +94,13 @@ def test_wrong_format_version(model, tmp_path):
 
 
 def test_builtin_models_load_and_forecast():
-    """Both shipped models load by name and give finite, sorted quantiles of the right shape."""
+    """Both shipped models load by name, with the decoding their cards name, and give finite, sorted quantiles of
+    the right shape."""
+    decodings = {"default": "masked", "small": "autoregressive"}
+    assert set(BUILTIN_MODELS) == set(decodings)
     for name in BUILTIN_MODELS:
         model = load_model(name)
-        assert model.config.decoding == "autoregressive"
+        assert model.config.decoding == decodings[name]
         context = torch.sin(torch.arange(600.0) / 5)[None]
         forecast = model.forecast(context, 40)
         assert forecast.shape == (1, len(model.quantile_levels), 40) and torch.isfinite(forecast).all()
