@@ -91,7 +91,6 @@ class Service:
     batcher: MicroBatcher | None = None
     loader: "asyncio.Task[None] | None" = None
     stream_store: streams.StreamStore | None = None  # the open streams (tsfm.serving.streams)
-    stream_spec: parsing.StreamSpec | None = None  # this app's stream request classes
     stream_bytes_per_series: int = 0  # known once the model is loaded; 0: the model cannot stream
     sweeper: "asyncio.Task[None] | None" = None  # removes idle streams periodically
 
@@ -398,8 +397,7 @@ def _document_request_body(app: FastAPI, service: Service) -> None:
             components = spec.setdefault("components", {}).setdefault("schemas", {})
             components.update(schema.pop("$defs", {}))
             components["ForecastRequest"] = schema
-            assert service.stream_spec is not None
-            stream_schemas = service.stream_spec.schemas()
+            stream_schemas = service.spec.stream_schemas()
             for name, request_class in (("StreamOpenRequest", stream_schemas.open),
                                         ("StreamUpdateRequest", stream_schemas.update),
                                         ("StreamForecastRequest", stream_schemas.forecast)):
@@ -553,16 +551,8 @@ async def _on_parser(service: Service, function: Any, *args: Any) -> Any:
 
 def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
     settings, served = service.settings, service.served
-    service.stream_spec = parsing.StreamSpec(
-        model_names=(served.name,),
-        context_length=served.config.context_length,
-        max_series_per_request=settings.max_series_per_request,
-        max_points_per_series=settings.max_points_per_series,
-        max_prediction_length=settings.max_prediction_length,
-        max_quantile_levels=settings.max_quantile_levels,
-        max_item_id_length=settings.max_item_id_length,
-    )
-    spec = service.stream_spec
+    assert service.spec is not None, "the forecast route sets the app's request spec first"
+    spec = service.spec
     common: dict[int | str, dict[str, Any]] = {
         408: {"model": ErrorDetail, "description": "the body did not arrive within body_timeout_s"},
         413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},

@@ -54,6 +54,10 @@ class RequestSpec:
     def request_class(self) -> type[ForecastRequestBase]:
         return _request_class(self)
 
+    def stream_schemas(self) -> StreamSchemas:
+        """The /v1/streams request classes with the same limits (the answer's size is checked per stream)."""
+        return _stream_schemas(self)
+
 
 @functools.lru_cache(maxsize=8)
 def _request_class(spec: RequestSpec) -> type[ForecastRequestBase]:
@@ -149,25 +153,9 @@ def render(
 # Streams: the bodies of /v1/streams routes (the checks that need the stream itself are in tsfm.serving.streams)
 
 
-@dataclass(frozen=True)
-class StreamSpec:
-    """What defines one app's stream request classes (picklable, hashable, like ``RequestSpec``)."""
-
-    model_names: tuple[str, ...]
-    context_length: int
-    max_series_per_request: int
-    max_points_per_series: int
-    max_prediction_length: int
-    max_quantile_levels: int
-    max_item_id_length: int
-
-    def schemas(self) -> StreamSchemas:
-        return _stream_schemas(self)
-
-
 @functools.lru_cache(maxsize=8)
-def _stream_schemas(spec: StreamSpec) -> StreamSchemas:
-    fields = dict(vars(spec))
+def _stream_schemas(spec: RequestSpec) -> StreamSchemas:
+    fields = {k: v for k, v in vars(spec).items() if k not in ("max_calendar_timestamps", "max_forecast_values")}
     fields["model_names"] = list(spec.model_names)
     return build_stream_schemas(**fields)
 
@@ -202,9 +190,9 @@ def _validate(request_class: Any, body: bytes) -> Any:
         raise InvalidRequest(short_errors(err.errors(include_url=False), prefix=("body",))) from None
 
 
-def prepare_stream_open(spec: StreamSpec, body: bytes) -> PreparedOpen:
+def prepare_stream_open(spec: RequestSpec, body: bytes) -> PreparedOpen:
     """``POST /v1/streams``: the series as float64 arrays (None -> NaN), their ids and time axes."""
-    request = _validate(spec.schemas().open, body)
+    request = _validate(spec.stream_schemas().open, body)
     return PreparedOpen(
         arrays=[np.asarray(series.target, dtype=np.float64) for series in request.inputs],
         item_ids=[i if series.item_id is None else series.item_id for i, series in enumerate(request.inputs)],
@@ -213,9 +201,9 @@ def prepare_stream_open(spec: StreamSpec, body: bytes) -> PreparedOpen:
     )
 
 
-def prepare_stream_update(spec: StreamSpec, body: bytes) -> PreparedUpdate:
+def prepare_stream_update(spec: RequestSpec, body: bytes) -> PreparedUpdate:
     """``POST /v1/streams/{id}/observations``: new values as float64 arrays; timestamps as given (same lengths)."""
-    request = _validate(spec.schemas().update, body)
+    request = _validate(spec.stream_schemas().update, body)
     values = [np.asarray(row, dtype=np.float64) for row in request.values]
     stamps = request.timestamps
     if stamps is not None:
@@ -234,9 +222,9 @@ def prepare_stream_update(spec: StreamSpec, body: bytes) -> PreparedUpdate:
     return PreparedUpdate(values=values, timestamps=None if stamps is None else list(stamps))
 
 
-def prepare_stream_forecast(spec: StreamSpec, body: bytes) -> PreparedStreamForecast:
+def prepare_stream_forecast(spec: RequestSpec, body: bytes) -> PreparedStreamForecast:
     """``POST /v1/streams/{id}/forecast``: the horizon and levels (the answer's size is checked with the stream)."""
-    request = _validate(spec.schemas().forecast, body)
+    request = _validate(spec.stream_schemas().forecast, body)
     return PreparedStreamForecast(request.prediction_length, tuple(request.quantile_levels))
 
 
