@@ -320,6 +320,17 @@ class ForecastSchemas(NamedTuple):
     parameters: type[ParametersBase]
 
 
+def _quantile_levels_field(max_quantile_levels: int) -> Any:
+    """The ``quantile_levels`` field of a forecast (plain or stream) with one app's limit."""
+    return Field(
+        default_factory=lambda: list(DEFAULT_QUANTILE_LEVELS),
+        min_length=1,
+        max_length=max_quantile_levels,
+        json_schema_extra={"uniqueItems": True},
+        description=ParametersBase.model_fields["quantile_levels"].description,
+    )
+
+
 def build_schemas(
     *,
     model_names: Sequence[str],
@@ -360,13 +371,7 @@ def build_schemas(
         prediction_length: PredictionLength = Field(
             gt=0, le=max_prediction_length, description="steps to forecast after the end of every series"
         )
-        quantile_levels: list[Level] = Field(
-            default_factory=lambda: list(DEFAULT_QUANTILE_LEVELS),
-            min_length=1,
-            max_length=max_quantile_levels,
-            json_schema_extra={"uniqueItems": True},
-            description=ParametersBase.model_fields["quantile_levels"].description,
-        )
+        quantile_levels: list[Level] = _quantile_levels_field(max_quantile_levels)
         model: model_type | None = Field(None, description=f"model to use (default: {names[0]!r}); see /v1/models")
 
     class ForecastRequest(ForecastRequestBase):
@@ -543,13 +548,7 @@ def build_stream_schemas(
         prediction_length: PredictionLength = Field(
             gt=0, le=max_prediction_length, description="steps to forecast after the last observation of every series"
         )
-        quantile_levels: list[Level] = Field(
-            default_factory=lambda: list(DEFAULT_QUANTILE_LEVELS),
-            min_length=1,
-            max_length=max_quantile_levels,
-            json_schema_extra={"uniqueItems": True},
-            description=ParametersBase.model_fields["quantile_levels"].description,
-        )
+        quantile_levels: list[Level] = _quantile_levels_field(max_quantile_levels)
 
         @field_validator("quantile_levels", mode="after")
         @classmethod
