@@ -63,7 +63,7 @@ from tsfm.serving.schemas import (
     ValidationErrorBody,
 )
 from tsfm.serving.settings import Settings
-from tsfm.serving.timestamps import calendar_cost
+from tsfm.serving.timestamps import TimestampsTooCostly, check_calendar_cost, series_ends
 from tsfm.stream import StreamError
 
 PAGE_DIR = Path(__file__).parent / "page"
@@ -244,6 +244,20 @@ def _add_middleware(app: FastAPI, service: Service, known_paths: set[str]) -> No
 # POST /v1/forecast
 
 
+def _body_route_errors(auth: list[Any], unavailable: str) -> dict[int | str, dict[str, Any]]:
+    """The error answers (OpenAPI ``responses``) every route that reads a JSON body shares; ``unavailable`` says
+    when that route answers 503."""
+    errors: dict[int | str, dict[str, Any]] = {
+        408: {"model": ErrorDetail, "description": "the body did not arrive within body_timeout_s"},
+        413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},
+        422: {"model": ValidationErrorBody, "description": "the request is not valid; `detail[].loc` names the field"},
+        503: {"model": ErrorDetail, "description": unavailable},
+    }
+    if auth:
+        errors[401] = {"model": ErrorDetail, "description": "missing or wrong API key"}
+    return errors
+
+
 def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> None:
     settings, served = service.settings, service.served
     service.spec = parsing.RequestSpec(
@@ -257,16 +271,9 @@ def _add_forecast_route(app: FastAPI, service: Service, auth: list[Any]) -> None
         max_item_id_length=settings.max_item_id_length,
         max_calendar_timestamps=settings.max_calendar_timestamps,
     )
-    errors: dict[int | str, dict[str, Any]] = {
-        408: {"model": ErrorDetail, "description": "the body did not arrive within body_timeout_s"},
-        413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},
-        422: {"model": ValidationErrorBody, "description": "the request is not valid; `detail[].loc` names the field"},
-        503: {"model": ErrorDetail, "description": "the model is loading (see /ready), the queue is full, or the "
-              "service is shutting down; retry after `Retry-After` seconds"},
-        504: {"model": ErrorDetail, "description": "the forecast took longer than request_timeout_s"},
-    }
-    if auth:
-        errors[401] = {"model": ErrorDetail, "description": "missing or wrong API key"}
+    errors = _body_route_errors(auth, "the model is loading (see /ready), the queue is full, or the service is "
+                                "shutting down; retry after `Retry-After` seconds")
+    errors[504] = {"model": ErrorDetail, "description": "the forecast took longer than request_timeout_s"}
     body_doc = {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/ForecastRequest"}, "examples": REQUEST_EXAMPLES}}}
 
@@ -553,15 +560,8 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
     settings, served = service.settings, service.served
     assert service.spec is not None, "the forecast route sets the app's request spec first"
     spec = service.spec
-    common: dict[int | str, dict[str, Any]] = {
-        408: {"model": ErrorDetail, "description": "the body did not arrive within body_timeout_s"},
-        413: {"model": ErrorDetail, "description": "the body is larger than max_body_bytes"},
-        422: {"model": ValidationErrorBody, "description": "the request is not valid; `detail[].loc` names the field"},
-        503: {"model": ErrorDetail, "description": "the model is loading (see /ready), streams are turned off "
-              "(max_streams=0), or the service is shutting down"},
-    }
-    if auth:
-        common[401] = {"model": ErrorDetail, "description": "missing or wrong API key"}
+    common = _body_route_errors(auth, "the model is loading (see /ready), streams are turned off (max_streams=0), "
+                                "or the service is shutting down")
     not_found = {404: {"model": ErrorDetail, "description": "no open stream has this id (deleted or expired)"}}
 
     # OpenAPI links: the id POST /v1/streams answers is what the other stream routes take (stateful tests follow them)
@@ -612,7 +612,7 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
             raise HTTPException(err.status, str(err), headers=retry) from None
         async with entry.lock:
             try:
-                ends, notes = await _on_parser(service, streams.series_ends, prepared.axes)
+                ends, notes = await _on_parser(service, series_ends, prepared.axes)
                 entry.model = prepared.model or served.name
                 entry.item_ids, entry.freqs, entry.ends, entry.notes = (
                     prepared.item_ids, [axis.freq for axis in prepared.axes], ends, notes)
@@ -716,12 +716,10 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
         async with entry.lock:
             _still_open(entry)
             axes = entry.axes()
-            cost = calendar_cost(axes, horizon)
-            if cost > settings.max_calendar_timestamps:
-                raise _validation_error(
-                    ("body", "prediction_length"),
-                    f"the forecast timestamps need {cost} calendar steps (distinct series ends x prediction_length), "
-                    f"over the limit of {settings.max_calendar_timestamps} (max_calendar_timestamps)", horizon)
+            try:
+                check_calendar_cost(axes, horizon, settings.max_calendar_timestamps)
+            except TimestampsTooCostly as err:
+                raise _validation_error(("body", "prediction_length"), str(err), horizon) from None
             try:
                 quantiles, median = await asyncio.wait_for(
                     _on_model(service, store.forecast, entry, horizon, levels), settings.request_timeout_s

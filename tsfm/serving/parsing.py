@@ -23,7 +23,7 @@ import orjson
 from pydantic import ValidationError
 
 from tsfm.serving.schemas import ForecastRequestBase, StreamSchemas, build_schemas, build_stream_schemas
-from tsfm.serving.timestamps import TimeAxis, build_timestamps, calendar_cost
+from tsfm.serving.timestamps import TimeAxis, TimestampsTooCostly, build_timestamps, check_calendar_cost
 
 MAX_ERRORS = 20  # validation errors listed in one 422 (a 16 MB body can hold a million bad values)
 MAX_ECHO_CHARS = 120  # characters of a bad input echoed back in a 422
@@ -95,14 +95,11 @@ def prepare(spec: RequestSpec, body: bytes) -> Prepared:
     params = request.parameters
     horizon: int = params.prediction_length
     axes = [TimeAxis(series.start, series.freq, len(series.target)) for series in request.inputs]
-    cost = calendar_cost(axes, horizon)
-    if cost > spec.max_calendar_timestamps:
-        raise InvalidRequest([{
-            "type": "value_error", "loc": ["body", "inputs"], "input": None,
-            "msg": f"the forecast timestamps need {cost} calendar steps (distinct series ends x prediction_length "
-                   f"{horizon}), over the limit of {spec.max_calendar_timestamps} (max_calendar_timestamps); share "
-                   "start dates between series, shorten the horizon, or leave out start and freq",
-        }])
+    try:
+        check_calendar_cost(axes, horizon, spec.max_calendar_timestamps)
+    except TimestampsTooCostly as err:
+        raise InvalidRequest([{"type": "value_error", "loc": ["body", "inputs"], "input": None,
+                               "msg": str(err)}]) from None
     return Prepared(
         arrays=[np.asarray(series.target, dtype=np.float64) for series in request.inputs],
         item_ids=[i if series.item_id is None else series.item_id for i, series in enumerate(request.inputs)],

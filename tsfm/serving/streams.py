@@ -374,33 +374,6 @@ class StreamStore:
 # Time axes (parse thread)
 
 
-def series_ends(axes: Sequence[TimeAxis]) -> tuple[list[pd.Timestamp | None], list[str]]:
-    """Each series' last observation time (``None`` without start and freq, or past year 9999), and warnings for
-    starts off their frequency's grid (taken at the next grid point, as ``/v1/forecast`` does)."""
-    ends: list[pd.Timestamp | None] = []
-    rolled: list[int] = []
-    for i, axis in enumerate(axes):
-        if axis.start is None or axis.freq is None:
-            ends.append(None)
-            continue
-        offset = parse_freq(axis.freq)
-        try:
-            given = pd.Timestamp(axis.start).as_unit(UNIT)
-            first = given if offset.is_on_offset(given) else offset.rollforward(given)
-            if first != given:
-                rolled.append(i)
-            end = first + (axis.length - 1) * offset
-        except (OverflowError, ValueError):
-            end = None
-        ends.append(end if end is not None and end.year <= MAX_YEAR else None)
-    notes = []
-    if rolled:
-        shown = ", ".join(f"inputs[{i}]" for i in rolled[:5])
-        notes.append(f"{shown}{' and more' if len(rolled) > 5 else ''}: start is not on the freq grid, so the first "
-                     "value is taken at the next grid point")
-    return ends, notes
-
-
 def advance_ends(
     entry: StreamEntry, steps: Sequence[int], timestamps: Sequence[Sequence[datetime] | None] | None
 ) -> list[pd.Timestamp | None]:

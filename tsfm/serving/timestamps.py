@@ -60,11 +60,11 @@ def calendar_cost(axes: Sequence[TimeAxis], horizon: int) -> int:
     return len(distinct) * horizon
 
 
-def build_timestamps(axes: Sequence[TimeAxis], horizon: int, *, max_calendar_timestamps: int) -> Timestamps:
-    """The forecast timestamps of every series (see the module docstring).
+def check_calendar_cost(axes: Sequence[TimeAxis], horizon: int, max_calendar_timestamps: int) -> None:
+    """Refuse, before any work, timestamps that would take longer to build than the limit allows.
 
     Raises:
-        TimestampsTooCostly: ``calendar_cost`` is over ``max_calendar_timestamps``; nothing was built.
+        TimestampsTooCostly: ``calendar_cost`` is over ``max_calendar_timestamps``.
     """
     cost = calendar_cost(axes, horizon)
     if cost > max_calendar_timestamps:
@@ -73,6 +73,15 @@ def build_timestamps(axes: Sequence[TimeAxis], horizon: int, *, max_calendar_tim
             f"{horizon}), over the limit of {max_calendar_timestamps} (max_calendar_timestamps); share start "
             "dates between series, shorten the horizon, or leave out start and freq"
         )
+
+
+def build_timestamps(axes: Sequence[TimeAxis], horizon: int, *, max_calendar_timestamps: int) -> Timestamps:
+    """The forecast timestamps of every series (see the module docstring).
+
+    Raises:
+        TimestampsTooCostly: ``calendar_cost`` is over ``max_calendar_timestamps``; nothing was built.
+    """
+    check_calendar_cost(axes, horizon, max_calendar_timestamps)
     result = Timestamps([None] * len(axes))
     groups: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
     for i, axis in enumerate(axes):
@@ -96,17 +105,30 @@ def build_timestamps(axes: Sequence[TimeAxis], horizon: int, *, max_calendar_tim
                 else:
                     result.per_series[i] = stamps
     if rolled:
-        i, given, first = rolled[0]
-        result.warnings.append(
-            f"{_names(sorted(r[0] for r in rolled))}: start is not on the freq grid, so the first value is taken at "
-            f"the next grid point (e.g. inputs[{i}]: {given.isoformat()} -> {first.isoformat()})"
-        )
+        result.warnings.append(_rolled_warning(rolled))
     if too_late:
         result.warnings.append(
             f"{_names(sorted(too_late))}: the forecast's timestamps would pass the year {MAX_YEAR}, so they are "
             "left out; the forecast values are unaffected"
         )
     return result
+
+
+def series_ends(axes: Sequence[TimeAxis]) -> tuple[list[pd.Timestamp | None], list[str]]:
+    """Each series' last observation time (``None`` without start and freq, or past year 9999), and the warning
+    for starts off their frequency's grid, as ``build_timestamps`` gives it (a stream keeps its series' ends)."""
+    ends: list[pd.Timestamp | None] = []
+    rolled: list[tuple[int, pd.Timestamp, pd.Timestamp]] = []
+    for i, axis in enumerate(axes):
+        known = axis.start is not None and axis.freq is not None
+        ends.append(_series_end(axis, parse_freq(axis.freq), rolled, i) if known else None)
+    return ends, [_rolled_warning(rolled)] if rolled else []
+
+
+def _rolled_warning(rolled: Sequence[tuple[int, pd.Timestamp, pd.Timestamp]]) -> str:
+    i, given, first = rolled[0]
+    return (f"{_names(sorted(r[0] for r in rolled))}: start is not on the freq grid, so the first value is taken at "
+            f"the next grid point (e.g. inputs[{i}]: {given.isoformat()} -> {first.isoformat()})")
 
 
 def _zone(start: datetime) -> str:
