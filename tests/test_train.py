@@ -3,6 +3,7 @@ before spending compute."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -116,6 +117,48 @@ def test_resume_with_other_settings_is_refused(tmp_path):
     train(tiny_model(), tiny_run(steps=2), tmp_path / "run", **common)
     with pytest.raises(TrainingError, match="batch_size"):
         train(tiny_model(), tiny_run(steps=2, batch_size=4), tmp_path / "run", **common)
+
+
+def test_init_from_starts_from_the_parent_weights_and_keeps_its_provenance(tmp_path):
+    common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
+    parent = train(tiny_model(), tiny_run(steps=4), tmp_path / "parent", **common)
+    seen: list[dict[str, torch.Tensor]] = []
+
+    class _FirstWeights(L.Callback):
+        def on_train_start(self, trainer, module) -> None:
+            seen.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
+
+    child = train(tiny_model(), tiny_run(steps=4, seed=1), tmp_path / "child", init_from=parent,
+                  callbacks=[_FirstWeights()], **common)
+    fresh = train(tiny_model(), tiny_run(steps=4, seed=1), tmp_path / "fresh", callbacks=[_FirstWeights()], **common)
+    start = load_model(parent).state_dict()
+    torch.testing.assert_close(seen[0], start)  # the child started where the parent ended ...
+    assert not all(torch.equal(seen[1][k], v) for k, v in start.items())  # ... a fresh run does not
+    provenance = json.loads((child / "config.json").read_text())["training"]
+    assert provenance["parent"]["steps"] == 4 and provenance["parent"]["init_from"] == str(parent)
+    assert json.loads((fresh / "config.json").read_text())["training"]["parent"] is None
+
+
+def test_init_from_another_model_is_refused_before_compute(tmp_path):
+    common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
+    parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", **common)
+    other = dataclasses.replace(tiny_model(), d_model=16)
+    with pytest.raises(TrainingError, match="d_model"):
+        train(other, tiny_run(steps=2), tmp_path / "child", init_from=parent, **common)
+    assert not (tmp_path / "child").exists()
+
+
+def test_cli_init_from_takes_the_model_from_the_checkpoint(tmp_path, capsys):
+    parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", real=corpus(12, 0), prior=walk_prior,
+                   progress=False)
+    assert main(["train", "--out", str(tmp_path / "m"), "--init-from", str(parent), "--backbone", "mamba2"]) == 2
+    assert "--backbone: the model comes from --init-from" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "m"), "--init-from", str(tmp_path / "nowhere")]) == 2
+    assert "neither a built-in model" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "m"), "--init-from", str(parent), "--steps", "2",
+                 "--batch-size", "4", "--context-length", "64", "--pool-size", "16", "--accelerator", "cpu"]) == 0
+    child = json.loads((tmp_path / "m" / "model" / "config.json").read_text())
+    assert child["model"] == json.loads((parent / "config.json").read_text())["model"]
 
 
 @pytest.mark.parametrize("change, match", [

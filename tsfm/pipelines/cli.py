@@ -11,17 +11,25 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tsfm.cli import DEVICE_ARG, EXIT_OK, CommandError, arg, command, command_group
 from tsfm.pipelines.state_tracking.cli import register as register_state_tracking_commands
+
+if TYPE_CHECKING:
+    from tsfm.config import ModelConfig
 
 
 @command(
     "train",
     "Pretrain a model on synthetic series and a real corpus (on the GPU when there is one); resumes a run whose "
     "--out already holds a checkpoint. Writes OUT/model (a tsfm checkpoint), OUT/checkpoints, OUT/logs, OUT/loss.png.",
-    arg("--backbone", default="xlstm[3:1]", help="registered backbone spec, e.g. xlstm[3:1], mamba2, gdn[neg_eigval]"),
-    arg("--preset", default="1M", help="scale preset: 1M, 3M, 10M, 40M or 80M (default: 1M)"),
+    arg("--backbone", default=None,
+        help="registered backbone spec, e.g. xlstm[3:1], mamba2, gdn[neg_eigval] (default: xlstm[3:1])"),
+    arg("--preset", default=None, help="scale preset: 1M, 3M, 10M, 40M or 80M (default: 1M)"),
+    arg("--init-from", default=None,
+        help="start from this checkpoint's weights (a built-in name or a folder) with a fresh optimizer and "
+             "schedule: fine-tuning, or continued pretraining; the model settings come from it"),
     arg("--out", type=Path, required=True, help="run folder (resumed if it holds checkpoints/last.ckpt)"),
     arg("--steps", type=int, default=1000, help="optimizer steps of the whole run (default: 1000)"),
     arg("--batch-size", type=int, default=64, help="windows per step (default: 64)"),
@@ -59,16 +67,11 @@ def train_command(args: argparse.Namespace) -> int:
         raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
     import torch
 
+    from tsfm.checkpoint import CheckpointError
     from tsfm.pipelines.data.corpus import CorpusError, load_corpus
-    from tsfm.presets import preset_config
 
     try:
-        changes = {"context_length": max(args.context_length, 2048)}
-        if args.horizon_patches is not None:
-            changes["train_horizon_patches"] = args.horizon_patches
-        if args.horizon_embedding:
-            changes["horizon_embedding"] = True
-        model_config = preset_config(args.backbone, args.preset, **changes)
+        model_config = _model_config(args)
         share = args.synthetic_share if args.synthetic_share is not None else (
             1.0 if args.real_data is None else 0.5)
         gpu = args.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
@@ -89,13 +92,40 @@ def train_command(args: argparse.Namespace) -> int:
                          "validation)")
         description = " + ".join(parts)
         path = train(model_config, train_config, args.out, real=real, validation=validation,
-                     data_description=description, command=_command_line(), accelerator=args.accelerator)
-    except (TrainingError, CorpusError) as err:
+                     data_description=description, command=_command_line(), init_from=args.init_from,
+                     accelerator=args.accelerator)
+    except (TrainingError, CorpusError, CheckpointError) as err:
         raise CommandError(str(err)) from None
     except ValueError as err:  # an unknown backbone or preset
         raise CommandError(str(err)) from None
     print(f"wrote {path}")
     return EXIT_OK
+
+
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+    """The run's model: from ``--init-from``'s checkpoint (model flags refused), else the backbone and preset."""
+    from tsfm.presets import preset_config
+
+    model_flags = {"--backbone": args.backbone, "--preset": args.preset, "--horizon-patches": args.horizon_patches,
+                   "--horizon-embedding": args.horizon_embedding or None}
+    if args.init_from is not None:
+        from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
+
+        given = [flag for flag, value in model_flags.items() if value is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)}: the model comes from --init-from {args.init_from}; "
+                               "leave the model flags out")
+        config, _ = read_checkpoint_config(resolve_model_path(args.init_from))
+        if args.context_length > config.context_length:
+            raise CommandError(f"--context-length {args.context_length} exceeds the context of --init-from "
+                               f"{args.init_from} ({config.context_length})")
+        return config
+    changes = {"context_length": max(args.context_length, 2048)}
+    if args.horizon_patches is not None:
+        changes["train_horizon_patches"] = args.horizon_patches
+    if args.horizon_embedding:
+        changes["horizon_embedding"] = True
+    return preset_config(args.backbone or "xlstm[3:1]", args.preset or "1M", **changes)
 
 
 def _command_line() -> str | None:

@@ -30,7 +30,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from tsfm.checkpoint import save_model
+from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path, save_model
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
@@ -278,6 +278,7 @@ def train(
     prior: PriorFn | None = None,
     data_description: str = "",
     command: str | None = None,
+    init_from: str | os.PathLike[str] | None = None,
     accelerator: str = "auto",
     progress: bool = True,
     callbacks: Sequence[L.Callback] = (),
@@ -290,6 +291,10 @@ def train(
         prior: synthetic generator for the pool (default: :func:`tsfm.pipelines.data.priors.sample_priors`).
         callbacks: more Lightning callbacks (e.g. to stop early).
         command: the command line that started the run, kept in its provenance.
+        init_from: a tsfm checkpoint (name or folder) whose weights the run starts from, with a fresh optimizer
+            and schedule: continued pretraining across device calls that cannot keep the optimizer state, or
+            fine-tuning on a user's own corpus. Its config must equal ``model_config``; a resumed run ignores it
+            (its weights come from ``last.ckpt``). Its training provenance is kept as ``parent``.
     Returns:
         The exported checkpoint folder.
     """
@@ -311,9 +316,12 @@ def train(
     resume = last.is_file()
     if resume:
         _check_resume(last, model_config, train_config)
+    parent = _parent_provenance(init_from, model_config) if init_from is not None else None
     L.seed_everything(train_config.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
     module = PretrainModule(model_config, train_config, real=real, validation=validation, prior=prior)
+    if init_from is not None and not resume:
+        module.model.load_state_dict(load_model(init_from).state_dict())
     has_validation = validation is not None and len(validation) > 0
     resume_point = _ResumePoint(last, train_config.checkpoint_every)
     callbacks = [resume_point, *callbacks]
@@ -345,12 +353,24 @@ def train(
     val_loader = torch.utils.data.DataLoader(range(train_config.val_batches), batch_size=None) \
         if has_validation else None
     trainer.fit(module, train_dataloaders=ticks, val_dataloaders=val_loader, ckpt_path=last if resume else None)
-    return _export(module, trainer, out, train_config, resume_point, data_description, command, real, validation)
+    return _export(module, trainer, out, train_config, resume_point, data_description, command, real, validation,
+                   parent)
+
+
+def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig) -> dict[str, Any]:
+    """The starting checkpoint's path and training provenance; refuse one whose model differs from this run's."""
+    config, training = read_checkpoint_config(resolve_model_path(init_from))
+    if config.to_dict() != model_config.to_dict():
+        changed = sorted(k for k, v in config.to_dict().items() if model_config.to_dict().get(k) != v)
+        raise TrainingError(f"init_from {init_from} holds another model ({', '.join(changed)} differ); "
+                            "its weights cannot start this run")
+    return {"init_from": str(init_from), **{k: training.get(k) for k in ("command", "steps", "windows_seen",
+                                                                         "tokens_seen", "parent")}}
 
 
 def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config: TrainConfig,
             resume_point: _ResumePoint, data_description: str, command: str | None, real: Corpus | None,
-            validation: Corpus | None) -> Path:
+            validation: Corpus | None, parent: dict[str, Any] | None) -> Path:
     """Write the best (else last) weights as a tsfm checkpoint with the run's provenance, and the loss plot."""
     model = module.model
     best_path = out / "checkpoints" / "best.ckpt"
@@ -380,6 +400,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "num_parameters": model.num_parameters(),
         "torch": torch.__version__,
+        "parent": parent,
     }
     path = save_model(model.float().cpu(), out / "model", training=provenance, dtype=torch.bfloat16,
                       max_shard_bytes=EXPORT_SHARD_BYTES)
