@@ -19,7 +19,7 @@ from tsfm.cli import main
 from tsfm.config import ModelConfig
 from tsfm.pipelines.data.corpus import Corpus, CorpusError, load_corpus
 from tsfm.pipelines.data.gift_format import write_dataset
-from tsfm.pipelines.train import TrainConfig, TrainingError, read_metrics, train
+from tsfm.pipelines.train import TrainConfig, TrainingError, read_metrics, train, validation_batches
 
 
 def tiny_model() -> ModelConfig:
@@ -137,6 +137,17 @@ def test_init_from_starts_from_the_parent_weights_and_keeps_its_provenance(tmp_p
     provenance = json.loads((child / "config.json").read_text())["training"]
     assert provenance["parent"]["steps"] == 4 and provenance["parent"]["init_from"] == str(parent)
     assert json.loads((fresh / "config.json").read_text())["training"]["parent"] is None
+
+
+def test_validation_windows_do_not_depend_on_the_run_seed():
+    """Runs of other seeds are compared (and chosen between) on one validation set."""
+    held_out = corpus(6, 1)
+    a = validation_batches(tiny_model(), tiny_run(seed=0), held_out, "cpu")
+    b = validation_batches(tiny_model(), tiny_run(seed=7), held_out, "cpu")
+    assert len(a) == len(b) == 2
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x.context, y.context, equal_nan=True)
+        torch.testing.assert_close(x.target, y.target, equal_nan=True)
 
 
 def test_init_from_another_model_is_refused_before_compute(tmp_path):

@@ -310,6 +310,22 @@ def test_large_requests_take_turns_with_small_ones(make_client) -> None:
     assert waited < 0.7, f"the small request waited {waited:.2f} s behind the large one (six calls: 1.2 s)"
 
 
+def test_the_interactive_share_is_a_setting(monkeypatch) -> None:
+    """``interactive_weight`` (TSFM_INTERACTIVE_WEIGHT) reaches the batcher; a share below 1 is refused by name."""
+    from tsfm.serving.app import create_app
+
+    monkeypatch.setenv("TSFM_INTERACTIVE_WEIGHT", "2")
+    app = create_app(model=SlowModel(delay=0.0), load_in_background=False, warmup=False)
+
+    async def weight() -> int:
+        async with app.router.lifespan_context(app):
+            return app.state.service.batcher.interactive_weight
+
+    assert asyncio.run(weight()) == 2
+    with pytest.raises(ValueError, match="interactive_weight"):
+        Settings(interactive_weight=0)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 7. The key before the body
 

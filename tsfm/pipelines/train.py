@@ -139,10 +139,19 @@ def batch_config(model_config: ModelConfig, train_config: TrainConfig, **changes
         raise TrainingError(str(err)) from None
 
 
-def _validation_config(config: BatchConfig) -> BatchConfig:
-    """Plain forecasting windows of real held-out series: no mixing, augmentation or masking."""
-    return dataclasses.replace(config, synthetic_share=0.0, mixup_prob=0.0, noise_prob=0.0, stride_prob=0.0,
-                               missing_prob=0.0, mask_ratio=0.0, pool_size=0)
+#: Seed of the validation windows. Fixed, not derived from the run's seed, so that runs of other seeds (or a run
+#: continued with ``init_from`` under a new seed) are judged on the same windows and their losses compare.
+VALIDATION_SEED = 1
+
+
+def validation_batches(model_config: ModelConfig, train_config: TrainConfig, validation: Corpus,
+                       device: torch.device | str) -> list[Batch]:
+    """The run's validation set: ``val_batches`` plain forecasting windows of the held-out series (no mixing,
+    augmentation or masking), the same for every seed on one device type."""
+    config = dataclasses.replace(batch_config(model_config, train_config), synthetic_share=0.0, mixup_prob=0.0,
+                                 noise_prob=0.0, stride_prob=0.0, missing_prob=0.0, mask_ratio=0.0, pool_size=0)
+    sampler = BatchSampler(config, validation, seed=VALIDATION_SEED, device=device)
+    return fixed_batches(sampler, train_config.val_batches)
 
 
 class _Ticks(torch.utils.data.IterableDataset):
@@ -173,9 +182,7 @@ class PretrainModule(L.LightningModule):
         self.sampler = BatchSampler(config, self._real, prior=self._prior, seed=self.train_config.seed,
                                     device=self.device)
         if self._validation is not None and len(self._validation):
-            validation = BatchSampler(_validation_config(config), self._validation,
-                                      seed=self.train_config.seed + 1, device=self.device)
-            self.val_data = fixed_batches(validation, self.train_config.val_batches)
+            self.val_data = validation_batches(self.model_config, self.train_config, self._validation, self.device)
 
     def training_step(self, _tick: Any, _index: int) -> torch.Tensor:
         batch = self.sampler.draw(self.global_step)

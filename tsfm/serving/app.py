@@ -205,6 +205,7 @@ async def _load(service: Service) -> None:
         enabled=settings.batching,
         window_s=settings.batch_window_ms / 1000.0,
         max_batch_series=settings.max_batch_series,
+        interactive_weight=settings.interactive_weight,
         steps_per_pass=served.steps_per_pass,
         max_queued_series=settings.max_queued_series,
         on_batch=service.metrics.observe_batch,

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
         "turns with other requests, so one request holds the model for one call at a time and a timed-out one frees "
         "it within one call"
     )
+    interactive_weight: int = Field(
+        4, ge=1, description="while small requests (one model call or less) and parts of large ones both wait, the "
+        "small ones get this many units of model work for each unit the large ones get (deficit round-robin): a "
+        "bulk request cannot starve interactive clients, nor they it; 1 = equal shares"
+    )
 
     stream_dir: str | None = Field(
         None, description="folder for stream snapshots: each acknowledged stream update is written there (atomically) "

@@ -1,0 +1,78 @@
+"""Validation loss of several checkpoints on one and the same held-out set: how runs are compared and chosen.
+
+The training loop picks a run's checkpoint by its validation loss; choosing *between* runs (another seed, a run
+continued with ``tsfm train --init-from``) needs the same rule on the same windows, never the benchmark. This
+script rebuilds the validation set the way training does (the same hash split of the corpus, the fixed
+``VALIDATION_SEED``, the first checkpoint's recorded training settings) and prints each checkpoint's pinball loss
+on it, bf16 autocast on a GPU as in training. Losses compare across checkpoints of one call, and with the losses
+logged in training on the same device type.
+
+    PYTHONPATH=. python3 scripts/validation_loss.py tsfm/models/default runs/a/model --real-data data/device/pretrain \
+        [--device cuda] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from pathlib import Path
+
+import torch
+
+from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
+from tsfm.pipelines.data.corpus import load_corpus
+from tsfm.pipelines.train import TrainConfig, validation_batches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", help="checkpoint folders or built-in names")
+    parser.add_argument("--real-data", type=Path, required=True, help="the corpus the runs were trained on")
+    parser.add_argument("--validation-share", type=float, default=0.05, help="as given to tsfm train (0.05)")
+    parser.add_argument("--val-batches", type=int, default=None, help="default: the first checkpoint's setting")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    args = parser.parse_args()
+
+    model_config, training = read_checkpoint_config(resolve_model_path(args.models[0]))
+    recorded = dict(training.get("train_config") or {})
+    if not recorded:
+        parser.error(f"{args.models[0]} records no training settings; its validation set cannot be rebuilt")
+    if args.val_batches is not None:
+        recorded["val_batches"] = args.val_batches
+    train_config = TrainConfig(**{k: v for k, v in recorded.items() if k in TrainConfig.__dataclass_fields__})
+    _, validation = load_corpus(args.real_data, validation_share=args.validation_share)
+    batches = validation_batches(model_config, train_config, validation, args.device)
+    windows = sum(b.context.shape[0] for b in batches)
+    print(f"{len(validation)} held-out series, {windows} windows, context {train_config.context_length}")
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if str(args.device).startswith("cuda") \
+        else contextlib.nullcontext()
+    rows = []
+    print("| checkpoint | steps (own + parents) | validation loss |\n|---|---|---|")
+    for name in args.models:
+        model = load_model(name, device=args.device)
+        if model.config.to_dict() != model_config.to_dict():
+            parser.error(f"{name} is another model than {args.models[0]}: their validation windows would differ")
+        with torch.no_grad(), autocast:
+            losses = [float(model.training_loss(b.context, b.target)) for b in batches]
+        loss = sum(losses) / len(losses)
+        steps = _lineage_steps(read_checkpoint_config(resolve_model_path(name))[1])
+        rows.append({"checkpoint": name, "steps": steps, "validation_loss": loss})
+        print(f"| {name} | {' + '.join(map(str, steps))} | {loss:.4f} |")
+    if args.out:
+        args.out.write_text(json.dumps({"windows": windows, "rows": rows}, indent=2) + "\n")
+
+
+def _lineage_steps(training: dict) -> list[int]:
+    """Steps of the checkpoint's own run, then of each run it was started from (``parent``), newest first."""
+    steps = [training.get("steps") or 0]
+    parent = training.get("parent")
+    while parent:
+        steps.append(parent.get("steps") or 0)
+        parent = parent.get("parent")
+    return steps
+
+
+if __name__ == "__main__":
+    main()
