@@ -137,6 +137,21 @@ def test_open_update_forecast_delete_equals_the_library(client: TestClient, smal
     assert client.post(f"/v1/streams/{stream_id}/observations", json={"values": [[1.0], [1.0]]}).status_code == 404
 
 
+def test_the_reanchoring_bound_is_chosen_when_a_stream_opens(client: TestClient) -> None:
+    """``max_drift``: a series that jumps to 50x its level re-anchors under the default bound, not with ``null``."""
+    jump = {"values": [[5000.0] * 64, [3.0] * 32]}
+    counts = {}
+    for name, extra in [("default", {}), ("never", {"max_drift": None}), ("loose", {"max_drift": 1e6})]:
+        stream_id = open_new(client, {**opening(), **extra})
+        answer = client.post(f"/v1/streams/{stream_id}/observations", json=jump)
+        assert answer.status_code == 200, answer.text
+        counts[name] = answer.json()["reanchors"][0]
+        client.delete(f"/v1/streams/{stream_id}")
+    assert counts["default"] >= 1 and counts["never"] == 0 and counts["loose"] == 0, counts
+    for bad in [1.0, 0.5, -2, "2", 1e7]:
+        assert loc_of(client.post("/v1/streams", json={**opening(), "max_drift": bad})) == ["body", "max_drift"]
+
+
 def test_timestamps_must_continue_the_series(client: TestClient) -> None:
     stream_id = open_new(client)  # north: 100 hourly values, the last at 2024-01-05T03:00
     url = f"/v1/streams/{stream_id}/observations"

@@ -618,7 +618,8 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
                 entry.item_ids, entry.freqs, entry.ends, entry.notes = (
                     prepared.item_ids, [axis.freq for axis in prepared.axes], ends, notes)
                 try:
-                    await _on_model(service, store.open_stream, served.model, entry, prepared.arrays)
+                    await _on_model(service, store.open_stream, served.model, entry, prepared.arrays,
+                                    prepared.max_drift)
                 except StreamError as err:  # the schema checks what the stream does; kept as the client's 422
                     raise _validation_error(("body", "inputs"), str(err), None) from None
                 if store.directory is not None:

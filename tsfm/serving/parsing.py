@@ -163,6 +163,7 @@ class PreparedOpen:
     item_ids: list[str | int]
     axes: list[TimeAxis]
     model: str | None
+    max_drift: float | None
 
 
 @dataclass
@@ -195,6 +196,7 @@ def prepare_stream_open(spec: RequestSpec, body: bytes) -> PreparedOpen:
         item_ids=[i if series.item_id is None else series.item_id for i, series in enumerate(request.inputs)],
         axes=[TimeAxis(series.start, series.freq, len(series.target)) for series in request.inputs],
         model=request.model,
+        max_drift=request.max_drift,
     )
 
 

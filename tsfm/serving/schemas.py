@@ -40,6 +40,7 @@ from pydantic import Strict as StrictMarker
 
 from tsfm.config import DEFAULT_QUANTILE_LEVELS
 from tsfm.df_utils import parse_freq
+from tsfm.stream import DEFAULT_MAX_DRIFT
 
 MAX_ABS_VALUE = 1e15
 """Largest magnitude accepted in a target: the model computes in float32, where the scaler's variance of values
@@ -529,6 +530,13 @@ def build_stream_schemas(
             "context_length values of each",
         )
         model: model_type | None = Field(None, description=f"model to use (default: {names[0]!r}); see /v1/models")
+        max_drift: float | None = Field(
+            DEFAULT_MAX_DRIFT, gt=1.0, le=1e6, strict=True,
+            description="re-anchoring bound: a series whose recent scale grows or shrinks by more than this factor, "
+            "or whose level moves by more than this many opening scales, has its scale refitted and its state "
+            f"recomputed from its kept tail (reported in `reanchors`); null never re-anchors (default "
+            f"{DEFAULT_MAX_DRIFT})",
+        )
 
     class StreamUpdateRequest(StreamUpdateRequestBase):
         values: list[row_type] = Field(  # type: ignore[valid-type]

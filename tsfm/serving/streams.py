@@ -52,7 +52,7 @@ from torch.utils import _pytree as pytree
 from tsfm.df_utils import parse_freq
 from tsfm.serving.schemas import STREAM_ID_PATTERN
 from tsfm.serving.timestamps import MAX_YEAR, UNIT, TimeAxis
-from tsfm.stream import Stream
+from tsfm.stream import DEFAULT_MAX_DRIFT, Stream
 
 log = logging.getLogger("tsfm.serving")
 
@@ -254,9 +254,10 @@ class StreamStore:
         return int(leaves + config.d_model * 4 + 8 + tail)
 
     @staticmethod
-    def open_stream(model: Any, entry: StreamEntry, arrays: Sequence[np.ndarray]) -> None:
+    def open_stream(model: Any, entry: StreamEntry, arrays: Sequence[np.ndarray],
+                    max_drift: float | None = DEFAULT_MAX_DRIFT) -> None:
         """Prefill the stream (model thread)."""
-        entry.stream = Stream(model, list(arrays))
+        entry.stream = Stream(model, list(arrays), max_drift=max_drift)
 
     @staticmethod
     def update(entry: StreamEntry, values: Sequence[np.ndarray], keep_snapshot: bool) -> UpdateResult:
