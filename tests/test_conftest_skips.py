@@ -39,9 +39,8 @@ def test_outside_ci_a_skip_is_listed_with_its_reason(tmp_path: Path) -> None:
 
 def test_an_allowed_skip_passes_in_ci(tmp_path: Path) -> None:
     conftest = (REPO / "tests" / "conftest.py").read_text()
-    allowed = 'ALLOWED_SKIPS: dict[str, str] = {"input not here": "the sample says so"}'
     assert "ALLOWED_SKIPS: dict[str, str] = " in conftest
-    patched = conftest.replace(conftest[conftest.index("ALLOWED_SKIPS: dict"):].split("\n")[0], allowed)
+    patched = conftest + '\nALLOWED_SKIPS["input not here"] = "the sample says so"\n'  # read when the session ends
     done = _pytest(tmp_path, "true")  # writes the files; overwrite the conftest and run again
     (tmp_path / "tests" / "conftest.py").write_text(patched)
     env = {**os.environ, "CI": "true", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
