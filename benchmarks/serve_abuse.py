@@ -394,8 +394,9 @@ def main() -> None:
         f"\n## REST service under attack: {args.clients} well-behaved clients, with and without the issue 14 "
         f"attacks ({date.today().isoformat()})\n\n"
         f"Command: `{command}`. Model: `{args.model}`. {args.duration:g} s per phase after {args.warmup:g} s of "
-        f"warm-up; one `tsfm serve` process (1 worker, API key set, default limits), clients in another process on "
-        f"the same machine. Well-behaved request: 10 series x 512 points, horizon 48. Raw rows: "
+        f"warm-up; one `tsfm serve` process (1 worker, API key set, default limits), the well-behaved clients "
+        f"in a second process and the attacks in a third, on the same machine. Well-behaved request: 10 series "
+        f"x 512 points, horizon 48. Raw rows: "
         f"`{raw.relative_to(REPO)}`. Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}.\n\n"
     )
