@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch.utils import _pytree as pytree
@@ -15,6 +16,7 @@ from tsfm.config import ModelConfig
 from tsfm.graphed_step import GraphedPatchStep
 from tsfm.model import Forecaster
 from tsfm.patching import patch_tokens
+from tsfm.stream import StreamError, open_stream
 
 REPO = Path(__file__).resolve().parents[1]
 P = 8
@@ -75,7 +77,7 @@ def test_captured_work_advances_the_static_state_like_eager(spec, monkeypatch):
         hidden = torch.zeros(self.batch_size, self.model.config.d_model)
         return _EagerReplay(self, hidden), hidden
 
-    monkeypatch.setattr(graphed_step, "_require_cuda", lambda device: None)
+    monkeypatch.setattr(graphed_step, "require_cuda", lambda device: None)
     monkeypatch.setattr(GraphedPatchStep, "_capture", capture)
     model = tiny(spec)
     _, state = opened_state(model, 3)
@@ -95,6 +97,40 @@ def test_captured_work_advances_the_static_state_like_eager(spec, monkeypatch):
     _, other = opened_state(model, 2)
     with pytest.raises(ValueError, match="captured for batch size 3"):
         step(patches[0], other)
+
+
+@pytest.mark.parametrize("spec", ["xlstm[1:1]", "gdn"])
+def test_a_stream_with_cuda_graphs_forecasts_as_the_eager_stream(spec, monkeypatch):
+    """``Stream(..., cuda_graphs=True)`` with the graph's work run eagerly (as above): one-patch updates of every
+    series go through the graphed step and its reused buffers, other updates (partial, several patches, some series)
+    take the eager path; forecasts and snapshots equal those of a stream without graphs all along."""
+
+    def capture(self, device):
+        hidden = torch.zeros(self.batch_size, self.model.config.d_model)
+        return _EagerReplay(self, hidden), hidden
+
+    monkeypatch.setattr(graphed_step, "require_cuda", lambda device: None)
+    monkeypatch.setattr(GraphedPatchStep, "_capture", capture)
+    model = tiny(spec)
+    rng = np.random.default_rng(0)
+    context = [rng.normal(size=n).astype(np.float32) for n in (70, 45, 90)]
+    graphed, plain = open_stream(model, context, cuda_graphs=True), open_stream(model, context)
+    updates = [[P, P, P], [P, P, P], [3, P, 2 * P], [P - 3, 0, 0], [P, P, P], [2 * P, 2 * P, 2 * P], [P, P, P]]
+    for sizes in updates:
+        values = [rng.normal(size=n).astype(np.float32) for n in sizes]
+        graphed.update(values)
+        plain.update(values)
+        np.testing.assert_allclose(graphed.forecast(2 * P)[1], plain.forecast(2 * P)[1], rtol=1e-5, atol=1e-5)
+    assert graphed._graphed is not None  # the graphed path was taken
+    for key, value in plain.state_dict().items():
+        torch.testing.assert_close(graphed.state_dict()[key], value, rtol=1e-5, atol=1e-5, msg=key)
+
+
+def test_cuda_graphs_are_refused_without_a_gpu_and_for_the_transformer():
+    with pytest.raises(StreamError, match=r"cuda_graphs: .*needs a model on a CUDA device"):
+        open_stream(tiny("mamba2"), [np.ones(40, dtype=np.float32)], cuda_graphs=True)
+    with pytest.raises(StreamError, match="transformer keeps no fixed-size state"):
+        open_stream(tiny("transformer"), [np.ones(40, dtype=np.float32)], cuda_graphs=True)
 
 
 def test_benchmark_runs_on_cpu(tmp_path):
@@ -142,3 +178,17 @@ def test_graphed_matches_eager_on_cuda(spec):
     torch.testing.assert_close(hidden, expected, rtol=1e-4, atol=1e-5)
     for got, want in zip(pytree.tree_leaves(carried), pytree.tree_leaves(expected_state), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: captures a CUDA graph")
+def test_a_stream_with_cuda_graphs_matches_the_eager_stream_on_cuda():
+    model = tiny("xlstm[1:1]").cuda()
+    rng = np.random.default_rng(0)
+    context = [rng.normal(size=n).astype(np.float32) for n in (70, 45, 90)]
+    graphed, plain = open_stream(model, context, cuda_graphs=True), open_stream(model, context)
+    for sizes in ([P, P, P], [3, P, 2 * P], [P - 3, 0, 0], [P, P, P], [P, P, P]):
+        values = [rng.normal(size=n).astype(np.float32) for n in sizes]
+        graphed.update(values)
+        plain.update(values)
+        np.testing.assert_allclose(graphed.forecast(2 * P)[1], plain.forecast(2 * P)[1], rtol=1e-4, atol=1e-4)
+    assert graphed._graphed is not None

@@ -31,7 +31,8 @@ from tsfm.patching import patch_tokens
 WARMUP_RUNS = 3
 
 
-def _require_cuda(device: torch.device) -> None:
+def require_cuda(device: torch.device) -> None:
+    """Refuse a device other than CUDA, naming it and the way out."""
     if device.type != "cuda":
         raise ValueError(
             f"GraphedPatchStep captures a CUDA graph and needs a model on a CUDA device, got one on {device}; "
@@ -56,7 +57,7 @@ class GraphedPatchStep:
 
     def __init__(self, model: Forecaster, state_like: Any, *, autocast_dtype: torch.dtype | None = None) -> None:
         device = model.device
-        _require_cuda(device)
+        require_cuda(device)
         if model.backbone.name == "transformer":
             raise ValueError("GraphedPatchStep: the transformer's state is a KV cache that grows with every patch "
                              "and cannot live in fixed graph buffers; streams recompute it instead")
