@@ -67,11 +67,9 @@ class _EagerReplay:
         self.hidden.copy_(self.step._update())
 
 
-@pytest.mark.parametrize("spec", ["xlstm[1:1]", "mamba2"])
-def test_captured_work_advances_the_static_state_like_eager(spec, monkeypatch):
-    """What the graph records (embed, step, copy of the new state into the static buffers), run without a GPU:
-    consecutive calls continue from the buffers and match the eager path; a new state restarts from it; a wrong
-    batch size is refused."""
+@pytest.fixture
+def graph_run_eagerly(monkeypatch):
+    """GraphedPatchStep on the CPU: no CUDA check, and 'replaying' runs the captured function (_EagerReplay)."""
 
     def capture(self, device):
         hidden = torch.zeros(self.batch_size, self.model.config.d_model)
@@ -79,6 +77,13 @@ def test_captured_work_advances_the_static_state_like_eager(spec, monkeypatch):
 
     monkeypatch.setattr(graphed_step, "require_cuda", lambda device: None)
     monkeypatch.setattr(GraphedPatchStep, "_capture", capture)
+
+
+@pytest.mark.parametrize("spec", ["xlstm[1:1]", "mamba2"])
+def test_captured_work_advances_the_static_state_like_eager(spec, graph_run_eagerly):
+    """What the graph records (embed, step, copy of the new state into the static buffers), run without a GPU:
+    consecutive calls continue from the buffers and match the eager path; a new state restarts from it; a wrong
+    batch size is refused."""
     model = tiny(spec)
     _, state = opened_state(model, 3)
     patches = patches_with_nan(4, 3)
@@ -100,17 +105,10 @@ def test_captured_work_advances_the_static_state_like_eager(spec, monkeypatch):
 
 
 @pytest.mark.parametrize("spec", ["xlstm[1:1]", "gdn"])
-def test_a_stream_with_cuda_graphs_forecasts_as_the_eager_stream(spec, monkeypatch):
+def test_a_stream_with_cuda_graphs_forecasts_as_the_eager_stream(spec, graph_run_eagerly):
     """``Stream(..., cuda_graphs=True)`` with the graph's work run eagerly (as above): one-patch updates of every
     series go through the graphed step and its reused buffers, other updates (partial, several patches, some series)
     take the eager path; forecasts and snapshots equal those of a stream without graphs all along."""
-
-    def capture(self, device):
-        hidden = torch.zeros(self.batch_size, self.model.config.d_model)
-        return _EagerReplay(self, hidden), hidden
-
-    monkeypatch.setattr(graphed_step, "require_cuda", lambda device: None)
-    monkeypatch.setattr(GraphedPatchStep, "_capture", capture)
     model = tiny(spec)
     rng = np.random.default_rng(0)
     context = [rng.normal(size=n).astype(np.float32) for n in (70, 45, 90)]
