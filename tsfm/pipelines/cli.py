@@ -57,6 +57,9 @@ if TYPE_CHECKING:
     arg("--seed", type=int, default=0, help="random seed (default: 0)"),
     arg("--precision", default="auto", help="Lightning precision (default: bf16-mixed on a GPU, else 32-true)"),
     arg("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu"),
+    arg("--devices", type=int, default=1,
+        help="devices trained data-parallel (Lightning DDP, one process each); --batch-size stays the global batch "
+             "and must be divisible by N; a run may be resumed on another N (default: 1)"),
     arg("--compile", action="store_true", help="torch.compile the model"),
 )
 def train_command(args: argparse.Namespace) -> int:
@@ -81,7 +84,7 @@ def train_command(args: argparse.Namespace) -> int:
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
             synthetic_share=share, mixup_prob=args.mixup_prob, pool_size=args.pool_size, seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
-            max_minutes=args.max_minutes, compile=args.compile,
+            max_minutes=args.max_minutes, compile=args.compile, devices=args.devices,
         )
         real = validation = None
         parts = [f"synthetic priors (tsfm.pipelines.data.priors), {share:.0%} of windows"] if share > 0 else []
@@ -159,6 +162,8 @@ def _command_line() -> str | None:
     arg("--context-length", type=int, default=2048, help="training context (default: 2048)"),
     arg("--horizon-patches", type=int, default=24, help="future patches per window (default: 24)"),
     arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
+    arg("--devices", type=int, default=1,
+        help="devices per run, data-parallel (as tsfm train --devices; not with --parallel; default: 1)"),
 )
 def sweep_command(args: argparse.Namespace) -> int:
     """The runner lives in ``tsfm.pipelines.sweep``; the CLI parses, plans and hands over."""
@@ -179,7 +184,8 @@ def sweep_command(args: argparse.Namespace) -> int:
         settings = SweepSettings(out=args.out, real_data=args.real_data, benchmark=args.benchmark,
                                  normaliser=args.normaliser, context_length=args.context_length,
                                  horizon_patches=args.horizon_patches, max_minutes=args.max_minutes,
-                                 max_series_length=args.max_series_length, recipes=recipes)
+                                 max_series_length=args.max_series_length, recipes=recipes,
+                                 devices=args.devices)
         finished = run_sweep(runs, settings, parallel=args.parallel)
     except (SweepError, ValueError) as err:
         raise CommandError(str(err)) from None
