@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
     try:
-        from tsfm.pipelines.train import TrainConfig, TrainingError, train
+        from tsfm.pipelines.train import TrainConfig, TrainingError, is_main_process, train
     except ImportError as err:
         raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
     import torch
@@ -101,7 +101,8 @@ def train_command(args: argparse.Namespace) -> int:
         raise CommandError(str(err)) from None
     except ValueError as err:  # an unknown backbone or preset
         raise CommandError(str(err)) from None
-    print(f"wrote {path}")
+    if is_main_process():  # the other processes of a --devices run wrote nothing
+        print(f"wrote {path}")
     return EXIT_OK
 
 
@@ -170,6 +171,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     import dataclasses
 
     from tsfm.pipelines.sweep import RECIPES, SweepError, SweepSettings, plan_runs, run_sweep
+    from tsfm.pipelines.train import is_main_process
 
     try:
         recipes = dict(RECIPES)
@@ -189,6 +191,8 @@ def sweep_command(args: argparse.Namespace) -> int:
         finished = run_sweep(runs, settings, parallel=args.parallel)
     except (SweepError, ValueError) as err:
         raise CommandError(str(err)) from None
+    if not is_main_process():  # another process of --devices runs: rank 0 scored them and reports
+        return EXIT_OK
     print(f"finished {len(finished)} run(s): {', '.join(finished) or '-'}; results in {args.out / 'results.csv'}")
     return EXIT_OK
 
