@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import lightning as L
@@ -16,7 +19,7 @@ from tsfm.cli import main
 from tsfm.pipelines.data.build import build_benchmark
 from tsfm.pipelines.data.gift_format import write_dataset
 from tsfm.pipelines.data.paths import raw_dir
-from tsfm.pipelines.sweep import Recipe, SweepError, SweepSettings, _configs, plan_runs, run_sweep
+from tsfm.pipelines.sweep import Recipe, SweepError, SweepRun, SweepSettings, _configs, plan_runs, run_sweep
 from tsfm.pipelines.train import train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,6 +110,39 @@ def test_bad_requests_fail_before_compute(tmp_path, corpus, benchmark):
     with pytest.raises(SweepError, match="another sweep"):
         run_sweep(plan_runs(["mamba2"], ["1M"]), other)
     assert json.loads((tmp_path / "sweep" / "sweep.json").read_text())["horizon_patches"] == 2
+
+
+def test_a_data_parallel_sweep_writes_each_row_once_and_matches_one_device(tmp_path, corpus, benchmark):
+    """Both processes of a 2-device sweep go through its loop; rank 0 alone scores and appends, and the rows equal
+    those of the one-device sweep (the batch is global, so the training is the same)."""
+    one = run_sweep(plan_runs(["mamba2"], ["1M"]), settings(tmp_path / "one", corpus, benchmark), progress=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, str(REPO / "tests" / "_ddp_sweep.py"), str(tmp_path / "two"), str(corpus),
+            str(benchmark), "2"]
+    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    a, b = pd.read_csv(tmp_path / "one" / "results.csv"), pd.read_csv(tmp_path / "two" / "results.csv")
+    assert one == ["mamba2-1M-s0"] and len(b) == len(a) == 1
+    assert b["device"].tolist() == ["2 x cpu"] and b["steps"].tolist() == a["steps"].tolist()
+    for column in ("train_loss", "val_loss", "MASE_normalised"):
+        np.testing.assert_allclose(b[column].to_numpy(), a[column].to_numpy(), rtol=1e-4)
+
+
+def test_sweep_runs_get_the_devices_and_bad_splits_fail_before_compute(tmp_path):
+    """``devices`` reaches every run's TrainConfig (the recipe's batch stays global); a batch the devices cannot
+    share, or data-parallel runs side by side, are refused before any training."""
+    sweep = SweepSettings(out=tmp_path / "sweep", real_data=None, benchmark=tmp_path, normaliser=NORMALISER,
+                          context_length=256, horizon_patches=2,
+                          recipes={"1M": Recipe(batch_size=8, learning_rate=1e-3, tokens=8 * 10 * 6)},
+                          model_changes=TINY, devices=2)
+    _, train_config = _configs(SweepRun("mamba2", "1M"), sweep)
+    assert train_config.devices == 2 and train_config.batch_size == 8
+    with pytest.raises(SweepError, match="do not combine"):
+        run_sweep(plan_runs(["mamba2"], ["1M"]), sweep, parallel=2)
+    with pytest.raises(ValueError, match=r"batch_size \(8\) must be divisible by devices \(3\)"):
+        run_sweep(plan_runs(["mamba2"], ["1M"]), dataclasses.replace(sweep, devices=3))
+    assert not (tmp_path / "sweep" / "runs").exists()
 
 
 def test_cli_sweep_reports_bad_input(tmp_path, capsys):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -172,8 +174,104 @@ def test_cli_init_from_takes_the_model_from_the_checkpoint(tmp_path, capsys):
     assert child["model"] == json.loads((parent / "config.json").read_text())["model"]
 
 
+def ddp_case(out: str | os.PathLike[str], devices: int, callbacks=()) -> Path:
+    """The run the data-parallel tests compare: all augmentations on (missing values, padding and masking make the
+    slices of a batch score different numbers of steps), validation on, 6 steps of a global batch of 8."""
+    return train(tiny_model(), tiny_run(steps=6, val_every=3, devices=devices), out, real=corpus(12, 0),
+                 validation=corpus(3, 1), prior=walk_prior, progress=False, accelerator="cpu", callbacks=callbacks)
+
+
+def _ddp_in_subprocess(out: Path, devices: int, stop_at: int | None = None) -> None:
+    """``ddp_case`` in a fresh process: Lightning's DDP starts the other ranks by re-running the command line,
+    which under pytest would re-run pytest."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, str(root / "tests" / "_ddp_train.py"), str(out), str(devices)]
+    done = subprocess.run(argv + ([str(stop_at)] if stop_at else []), env=env, cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def _losses(out: Path, column: str) -> pd.Series:
+    metrics = read_metrics(out)
+    return metrics.dropna(subset=[column]).set_index("step")[column]
+
+
+@pytest.fixture(scope="module")
+def one_device_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ddp") / "one"
+    ddp_case(out, 1)
+    return out
+
+
+def test_slices_weighted_by_their_scored_steps_give_the_whole_batch_loss():
+    """The identity the data-parallel loss rests on: the batch loss is the scored-step-weighted mean of its slices'
+    losses (and not their plain mean: slices score different numbers of steps)."""
+    from tsfm.model import Forecaster
+    from tsfm.pipelines.data.batches import BatchSampler
+    from tsfm.pipelines.train import batch_config
+
+    torch.manual_seed(0)
+    model = Forecaster(tiny_model())
+    batch = BatchSampler(batch_config(tiny_model(), tiny_run()), corpus(12, 0), prior=walk_prior).draw(0)
+    counts = model.scored_steps(batch.context, batch.target)
+    halves = (slice(0, 4), slice(4, 8))
+    assert counts[halves[0]].sum() != counts[halves[1]].sum()
+    with torch.no_grad():
+        whole = model.training_loss(batch.context, batch.target, hidden_patches=batch.hidden_patches)
+        weighted = sum(model.training_loss(batch.context[rows], batch.target[rows],
+                                           hidden_patches=batch.hidden_patches[rows]) * counts[rows].sum()
+                       for rows in halves) / counts.sum()
+    torch.testing.assert_close(weighted, whole)
+
+
+def test_ddp_over_two_processes_follows_the_one_process_trajectory(one_device_run, tmp_path):
+    """Two gloo processes, each on its half of the same global batch, take the steps one process takes."""
+    two = tmp_path / "two"
+    _ddp_in_subprocess(two, 2)
+    for column in ("train_loss", "val_loss"):
+        a, b = _losses(one_device_run, column), _losses(two, column)
+        assert list(a.index) == list(b.index) and len(a) > 0
+        np.testing.assert_allclose(b.to_numpy(), a.to_numpy(), rtol=1e-5, atol=1e-7)
+    provenance = json.loads((two / "provenance.json").read_text())
+    assert provenance["devices"] == 2 and provenance["device"] == "2 x cpu"
+    assert provenance["windows_seen"] == 6 * 8 and provenance["tokens_seen"] == 6 * 8 * (64 // 8 + 2)
+    assert [p.name for p in (two / "logs").iterdir()] == ["version_0"]  # rank 1 wrote no logs of its own
+    ours, theirs = load_model(two / "model").state_dict(), load_model(one_device_run / "model").state_dict()
+    for name, value in ours.items():
+        torch.testing.assert_close(value, theirs[name], rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize("first, then", [(1, 2), (2, 1)])
+def test_a_run_resumes_on_another_device_count(one_device_run, tmp_path, first, then):
+    """Stopped after 4 steps on ``first`` devices and finished on ``then``: the one-device trajectory."""
+    split = tmp_path / "split"
+    for devices, stop_at in ((first, 4), (then, None)):
+        if devices == 1:
+            ddp_case(split, 1, callbacks=[_StopAt(stop_at)] if stop_at else [])
+        else:
+            _ddp_in_subprocess(split, devices, stop_at)
+        if stop_at:
+            assert _losses(split, "train_loss").index.max() < 5
+    a, b = _losses(one_device_run, "train_loss"), _losses(split, "train_loss")
+    assert list(a.index) == list(b.index) == list(range(6))
+    np.testing.assert_allclose(b.to_numpy(), a.to_numpy(), rtol=1e-5, atol=1e-7)
+    provenance = json.loads((split / "provenance.json").read_text())
+    assert provenance["steps"] == 6 and provenance["devices"] == then
+
+
+def test_a_batch_size_not_divisible_by_the_devices_is_refused_before_compute(tmp_path, capsys):
+    with pytest.raises(TrainingError, match=r"batch_size \(6\) must be divisible by devices \(4\)"):
+        tiny_run(batch_size=6, devices=4)
+    assert main(["train", "--out", str(tmp_path / "m"), "--batch-size", "64", "--devices", "3"]) == 2
+    assert "must be divisible by devices (3)" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize("change, match", [
     ({"steps": 0}, "steps must be a positive integer"),
+    ({"devices": 0}, "devices must be a positive integer"),
     ({"max_minutes": 0.0}, "max_minutes"),
     ({"learning_rate": 0.0}, "learning_rate"),
 ])

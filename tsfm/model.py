@@ -259,3 +259,15 @@ class Forecaster(nn.Module):
         truth = apply_scale(torch.cat([context, future], dim=-1), out.scale)
         truth = truth.reshape(batch, -1, patch)[:, 1:].clamp(-TARGET_CLAMP, TARGET_CLAMP)  # the patch after each token
         return pinball_loss(out.quantiles, truth, self.quantile_levels)
+
+    def scored_steps(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """How many target steps :meth:`training_loss` scores in each row (``[B]``, int64).
+
+        That loss is a mean over the scored steps of the whole batch, so a batch split over data-parallel processes
+        is a weighted mean of the parts' losses with these counts as weights (tsfm.pipelines.train uses this to
+        make the averaged gradient equal the full batch's). Every step after the first patch of ``context`` +
+        ``target`` is scored where it is not NaN; scaling keeps NaN where the input has it and nowhere else.
+        """
+        patch = self.config.patch_size
+        truth = torch.cat([context, target], dim=-1)[:, patch:]
+        return (~torch.isnan(truth)).sum(dim=-1)

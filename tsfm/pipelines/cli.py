@@ -57,12 +57,15 @@ if TYPE_CHECKING:
     arg("--seed", type=int, default=0, help="random seed (default: 0)"),
     arg("--precision", default="auto", help="Lightning precision (default: bf16-mixed on a GPU, else 32-true)"),
     arg("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu"),
+    arg("--devices", type=int, default=1,
+        help="devices trained data-parallel (Lightning DDP, one process each); --batch-size stays the global batch "
+             "and must be divisible by N; a run may be resumed on another N (default: 1)"),
     arg("--compile", action="store_true", help="torch.compile the model"),
 )
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
     try:
-        from tsfm.pipelines.train import TrainConfig, TrainingError, train
+        from tsfm.pipelines.train import TrainConfig, TrainingError, is_main_process, train
     except ImportError as err:
         raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
     import torch
@@ -81,7 +84,7 @@ def train_command(args: argparse.Namespace) -> int:
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
             synthetic_share=share, mixup_prob=args.mixup_prob, pool_size=args.pool_size, seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
-            max_minutes=args.max_minutes, compile=args.compile,
+            max_minutes=args.max_minutes, compile=args.compile, devices=args.devices,
         )
         real = validation = None
         parts = [f"synthetic priors (tsfm.pipelines.data.priors), {share:.0%} of windows"] if share > 0 else []
@@ -98,7 +101,8 @@ def train_command(args: argparse.Namespace) -> int:
         raise CommandError(str(err)) from None
     except ValueError as err:  # an unknown backbone or preset
         raise CommandError(str(err)) from None
-    print(f"wrote {path}")
+    if is_main_process():  # the other processes of a --devices run wrote nothing
+        print(f"wrote {path}")
     return EXIT_OK
 
 
@@ -159,12 +163,15 @@ def _command_line() -> str | None:
     arg("--context-length", type=int, default=2048, help="training context (default: 2048)"),
     arg("--horizon-patches", type=int, default=24, help="future patches per window (default: 24)"),
     arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
+    arg("--devices", type=int, default=1,
+        help="devices per run, data-parallel (as tsfm train --devices; not with --parallel; default: 1)"),
 )
 def sweep_command(args: argparse.Namespace) -> int:
     """The runner lives in ``tsfm.pipelines.sweep``; the CLI parses, plans and hands over."""
     import dataclasses
 
     from tsfm.pipelines.sweep import RECIPES, SweepError, SweepSettings, plan_runs, run_sweep
+    from tsfm.pipelines.train import is_main_process
 
     try:
         recipes = dict(RECIPES)
@@ -179,10 +186,13 @@ def sweep_command(args: argparse.Namespace) -> int:
         settings = SweepSettings(out=args.out, real_data=args.real_data, benchmark=args.benchmark,
                                  normaliser=args.normaliser, context_length=args.context_length,
                                  horizon_patches=args.horizon_patches, max_minutes=args.max_minutes,
-                                 max_series_length=args.max_series_length, recipes=recipes)
+                                 max_series_length=args.max_series_length, recipes=recipes,
+                                 devices=args.devices)
         finished = run_sweep(runs, settings, parallel=args.parallel)
     except (SweepError, ValueError) as err:
         raise CommandError(str(err)) from None
+    if not is_main_process():  # another process of --devices runs: rank 0 scored them and reports
+        return EXIT_OK
     print(f"finished {len(finished)} run(s): {', '.join(finished) or '-'}; results in {args.out / 'results.csv'}")
     return EXIT_OK
 

@@ -111,6 +111,7 @@ class SweepSettings:
     recipes: dict[str, Recipe] = dataclasses.field(default_factory=lambda: dict(RECIPES))
     model_changes: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. tiny models for tests
     configs: list[str] | None = None  # score on these benchmark configurations only (default: all)
+    devices: int = 1  # data-parallel devices per run (TrainConfig.devices; the recipe's batch stays global)
 
 
 def _configs(run: SweepRun, settings: SweepSettings) -> tuple[Any, Any]:
@@ -127,7 +128,7 @@ def _configs(run: SweepRun, settings: SweepSettings) -> tuple[Any, Any]:
         warmup_steps=min(recipe.warmup_steps, max(1, steps // 10)), context_length=settings.context_length,
         synthetic_share=settings.synthetic_share, seed=run.seed, val_every=max(1, steps // 8),
         checkpoint_every=max(1, steps // 8), max_minutes=settings.max_minutes,
-        precision="bf16-mixed" if _cuda() else "32-true",
+        precision="bf16-mixed" if _cuda() else "32-true", devices=settings.devices,
     )
     return model_config, train_config
 
@@ -174,7 +175,7 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
     """Train one run (resuming it if interrupted), score its validation-chosen checkpoint zero-shot, and return
     one row per benchmark configuration."""
     from tsfm.pipelines.data.corpus import load_corpus
-    from tsfm.pipelines.train import train
+    from tsfm.pipelines.train import is_main_process, train
 
     model_config, train_config = _configs(run, settings)
     real = validation = None
@@ -184,6 +185,8 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
     started = time.monotonic()
     model_path = train(model_config, train_config, run_dir, real=real, validation=validation,
                        data_description=f"sweep {run.name}", progress=progress)
+    if not is_main_process():
+        return []  # another process of a data-parallel run: rank 0 scores and writes the rows
     provenance = json.loads((run_dir / "provenance.json").read_text())
     if provenance["steps"] < train_config.steps:
         return []  # stopped by the time budget: resumed by the next call, scored then
@@ -265,8 +268,13 @@ def run_sweep(runs: Sequence[SweepRun], settings: SweepSettings, *, parallel: in
     """Train and score every run not yet in ``results.csv``; returns the names of the runs finished now.
 
     With ``parallel > 1`` runs go side by side, each in a child process; rows are appended by this process only,
-    as each child finishes (its rows come back in ``runs/<name>/rows.json``).
+    as each child finishes (its rows come back in ``runs/<name>/rows.json``). With ``settings.devices > 1`` each
+    run trains data-parallel: every process of it goes through this loop (Lightning re-ran the command line to
+    start them), training together, while only rank 0 scores runs and appends rows; the others wait for it at the
+    next run's start.
     """
+    if parallel > 1 and settings.devices > 1:
+        raise SweepError("parallel runs and several devices per run do not combine: choose one")
     check_out_folder(settings)
     for run in runs:
         _configs(run, settings)  # budget and settings errors before any compute

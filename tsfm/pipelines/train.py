@@ -8,6 +8,11 @@ Batches do not come from a DataLoader: :class:`~tsfm.pipelines.data.batches.Batc
 model's device from ``(seed, s)`` alone, so resuming at step ``s`` replays exactly the batches of an uninterrupted
 run (tested). The Lightning loop is driven by an endless stream of empty ticks.
 
+With ``devices > 1`` the run is data-parallel (Lightning's DDP, one process per device): each process draws the
+step's whole batch and trains on its slice, ``batch_size`` stays the global batch, and the loss is weighted so the
+averaged gradient is the whole batch's (``PretrainModule._share_of_global_loss``); the trajectory is the one-device
+one and a run may resume on another device count. Rank 0 alone writes files; validation runs whole on every process.
+
 A run writes under ``out``: ``checkpoints/last.ckpt`` (resume point, written every ``checkpoint_every`` steps and
 when the run stops), ``checkpoints/best.ckpt`` (lowest validation loss), ``logs/version_*/metrics.csv`` (one version
 per call), ``loss.png``, and ``model/`` (a tsfm checkpoint folder with the best weights and the provenance). The
@@ -36,7 +41,8 @@ from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
 from tsfm.pipelines.data.corpus import Corpus
 
-__all__ = ["PretrainModule", "TrainConfig", "TrainingError", "batch_config", "read_metrics", "train"]
+__all__ = ["PretrainModule", "TrainConfig", "TrainingError", "batch_config", "is_main_process", "read_metrics",
+           "train"]
 
 #: The exported model is stored in bfloat16 shards of at most this size, so every file fits where single files are
 #: capped (16 MiB in this repository and for device transfers); loading casts back to float32.
@@ -53,7 +59,7 @@ class TrainConfig:
 
     Attributes:
         steps: optimizer steps of the whole run (the schedule's length; a run may span several calls).
-        batch_size: windows per step.
+        batch_size: windows per step, over all devices (the global batch; a multiple of ``devices``).
         learning_rate: peak AdamW learning rate (linear warm-up, cosine decay to 10%).
         warmup_steps: linear warm-up length.
         weight_decay: AdamW weight decay (not applied to biases and norm gains).
@@ -72,6 +78,9 @@ class TrainConfig:
         log_every: steps between logged training losses.
         max_minutes: wall-clock budget of this call; the run stops cleanly, saves, and can be resumed.
         compile: ``torch.compile`` the loss (everything but the sequence ops, which stay opaque to the compiler).
+        devices: processes (one device each) trained data-parallel with Lightning's DDP; ``batch_size`` stays the
+            global batch (each process takes ``batch_size / devices`` windows of it), so the trajectory does not
+            depend on this and a run may be resumed on another count.
     """
 
     steps: int = 1000
@@ -97,11 +106,12 @@ class TrainConfig:
     log_every: int = 10
     max_minutes: float | None = None
     compile: bool = False
+    devices: int = 1
 
     def __post_init__(self) -> None:
         problems = []
         for name in ("steps", "batch_size", "context_length", "val_every", "val_batches", "checkpoint_every",
-                     "log_every"):
+                     "log_every", "devices"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 problems.append(f"{name} must be a positive integer, got {value!r}")
@@ -111,6 +121,9 @@ class TrainConfig:
             problems.append(f"learning_rate must be > 0, got {self.learning_rate!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             problems.append(f"max_minutes must be > 0, got {self.max_minutes!r}")
+        if not problems and self.batch_size % self.devices:
+            problems.append(f"batch_size ({self.batch_size}) must be divisible by devices ({self.devices}): it is "
+                            "the global batch, split evenly over the devices")
         if problems:
             raise TrainingError("invalid TrainConfig: " + "; ".join(problems))
 
@@ -186,14 +199,41 @@ class PretrainModule(L.LightningModule):
 
     def training_step(self, _tick: Any, _index: int) -> torch.Tensor:
         batch = self.sampler.draw(self.global_step)
-        loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches)
-        self.log("train_loss", loss, on_step=True, prog_bar=True, batch_size=batch.context.shape[0])
+        if self.trainer.world_size == 1:
+            loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches)
+        else:
+            loss = self._share_of_global_loss(batch)
+        self.log("train_loss", loss, on_step=True, prog_bar=True, batch_size=batch.context.shape[0],
+                 sync_dist=self.trainer.world_size > 1)
         return loss
+
+    def _share_of_global_loss(self, batch: Batch) -> torch.Tensor:
+        """This process's part of a data-parallel step, scaled so that DDP's mean over processes is exactly the
+        loss (and gradient) of the whole batch on one process.
+
+        Every process draws the same global batch (the sampler is a pure function of ``(seed, step)``, and drawing
+        costs little next to the model) and keeps its own contiguous slice of ``batch_size / world_size`` rows: the
+        processes see different windows, and together exactly the windows one process would see, so the trajectory
+        does not depend on the device count. Slicing one drawn batch rather than seeding a sampler per rank is what
+        makes resuming on another device count exact.
+
+        The loss is a mean over the scored target steps, and slices hold different numbers of them (padding,
+        missing values), so a plain mean of the slices' losses is not the batch's loss. Each slice's loss is
+        weighted by its share of the batch's scored steps (counted on the whole batch, which every process has)
+        times ``world_size``, undoing DDP's division by the process count.
+        """
+        world, rank = self.trainer.world_size, self.trainer.global_rank
+        rows = slice(rank * batch.context.shape[0] // world, (rank + 1) * batch.context.shape[0] // world)
+        counts = self.model.scored_steps(batch.context, batch.target)
+        share = counts[rows].sum() / counts.sum().clamp(min=1)
+        loss = self.loss(batch.context[rows], batch.target[rows], hidden_patches=batch.hidden_patches[rows])
+        return loss * (share * world).to(loss.dtype)
 
     def validation_step(self, index: torch.Tensor, _index: int) -> None:
         batch = self.val_data[int(index)]
-        loss = self.loss(batch.context, batch.target)
-        self.log("val_loss", loss, on_epoch=True, prog_bar=True, batch_size=batch.context.shape[0])
+        loss = self.loss(batch.context, batch.target)  # the whole fixed batch on every process: equal everywhere
+        self.log("val_loss", loss, on_epoch=True, prog_bar=True, batch_size=batch.context.shape[0],
+                 sync_dist=self.trainer.world_size > 1)
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, **_: Any) -> None:
         """Clip by global norm here rather than through Lightning, which refuses to clip for fused AdamW (it assumes
@@ -262,14 +302,20 @@ class _CallBudget(L.pytorch.callbacks.Timer):
         """Keep this call's clock: the time earlier calls trained is in the run's provenance, not in the budget."""
 
 
+#: Settings a resumed run may change: neither changes the trajectory (the batch is global, see
+#: ``PretrainModule._share_of_global_loss``), so a run started on one device may continue on several and back.
+RESUMABLE_CHANGES = frozenset({"max_minutes", "devices"})
+
+
 def _check_resume(checkpoint_path: Path, model_config: ModelConfig, train_config: TrainConfig) -> None:
-    """Refuse to resume a run whose model or data settings differ (only the time budget may change)."""
+    """Refuse to resume a run whose model or data settings differ (only the time budget and device count may
+    change)."""
     saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False).get("tsfm", {})
     if saved.get("model_config") != model_config.to_dict():
         raise TrainingError(f"{checkpoint_path} was trained with another model config; use a new --out")
     ours = dataclasses.asdict(train_config)
     theirs = dict(saved.get("train_config", {}))
-    changed = sorted(k for k in ours if k != "max_minutes" and theirs.get(k) != ours[k])
+    changed = sorted(k for k in ours if k not in RESUMABLE_CHANGES and theirs.get(k) != ours[k])
     if changed:
         raise TrainingError(f"{checkpoint_path} was trained with other settings ({', '.join(changed)}); "
                             "resume with the same settings or use a new --out")
@@ -343,7 +389,9 @@ def train(
     trainer = L.Trainer(
         max_steps=train_config.steps,
         accelerator=accelerator,
-        devices=1,
+        devices=train_config.devices,
+        strategy=_strategy(accelerator, train_config.devices),
+        use_distributed_sampler=False,  # validation: every process scores all fixed batches (see validation_step)
         precision=train_config.precision,
         logger=L.pytorch.loggers.CSVLogger(out, name="logs"),
         callbacks=callbacks,
@@ -360,8 +408,39 @@ def train(
     val_loader = torch.utils.data.DataLoader(range(train_config.val_batches), batch_size=None) \
         if has_validation else None
     trainer.fit(module, train_dataloaders=ticks, val_dataloaders=val_loader, ckpt_path=last if resume else None)
+    if not trainer.is_global_zero:  # the other processes of a data-parallel run: rank 0 writes everything
+        return out / "model"
     return _export(module, trainer, out, train_config, resume_point, data_description, command, real, validation,
                    parent)
+
+
+#: Environment that keeps NVLink multicast off in a multi-GPU run (see ``_strategy``).
+NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def _strategy(accelerator: str, devices: int) -> str:
+    """Lightning's ``"ddp"`` for several devices (one process per device, started by re-running the command line,
+    so ``tsfm train`` needs no launcher), else its default.
+
+    On CUDA, NVLink multicast (NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM) is switched off unless the caller
+    set these variables: on the shared multi-GPU H200 hosts this project trains on, a program using multicast can
+    put the host's GPUs out of service, and the hosts ask every program to keep it off. They are set before
+    Lightning starts the other processes, which inherit them."""
+    if devices == 1:
+        return "auto"
+    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        for name, value in NO_MULTICAST_ENV.items():
+            os.environ.setdefault(name, value)
+    return "ddp"
+
+
+def is_main_process() -> bool:
+    """Whether this process writes a data-parallel run's results: the one of global rank 0, or any process that
+    trained on one device. After a ``devices > 1`` call to :func:`train` every process of the run continues the
+    caller's code (Lightning started the others by re-running its command line), so code after it that writes
+    files or spends compute that is not training (e.g. the sweep's scoring) asks this first."""
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    return not distributed or torch.distributed.get_rank() == 0
 
 
 def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig) -> dict[str, Any]:
@@ -404,7 +483,8 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
         "final_train_loss": None if final_loss is None else float(final_loss),
         "best_val_loss": best_score,
         "train_seconds": round(resume_point.elapsed(), 1),
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "device": _device_name(trainer),
+        "devices": trainer.world_size,
         "num_parameters": model.num_parameters(),
         "torch": torch.__version__,
         "parent": parent,
@@ -414,6 +494,13 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     _plot_losses(out)
     return path
+
+
+def _device_name(trainer: L.Trainer) -> str:
+    """What trained this call, e.g. ``"NVIDIA H200"``, ``"2 x NVIDIA H200"`` or ``"cpu"``."""
+    on_cuda = isinstance(trainer.accelerator, L.pytorch.accelerators.CUDAAccelerator)
+    name = torch.cuda.get_device_name() if on_cuda else "cpu"
+    return name if trainer.world_size == 1 else f"{trainer.world_size} x {name}"
 
 
 def read_metrics(out: str | os.PathLike[str]) -> Any:
