@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from tsfm.checkpoint import resolve_model_path
 from tsfm.config import DECODINGS
 from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 from tsfm.pipelines.evaluate import (
@@ -33,22 +32,10 @@ from tsfm.pipelines.evaluate import (
     result_row,
     select_configs,
     summarise,
+    with_decoding,
 )
 
 NORMALISER = Path(__file__).resolve().parents[1] / "reports/results/seasonal_naive/all_results.csv"
-
-
-def with_decoding(spec: str, decoding: str, folder: Path) -> str:
-    """A copy of checkpoint folder ``spec`` (links to its weights) whose config.json names ``decoding``."""
-    source = resolve_model_path(spec)
-    folder.mkdir(parents=True)
-    for file in source.iterdir():
-        if file.name != "config.json":
-            (folder / file.name).symlink_to(file.resolve())
-    config = json.loads((source / "config.json").read_text())
-    config["model"]["decoding"] = decoding
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    return str(folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="eval_checkpoints_"))
     for spec, name in zip(args.models, names, strict=True):
         if args.decoding is not None:
-            spec = with_decoding(spec, args.decoding, scratch / name)
+            spec = str(with_decoding(spec, args.decoding, scratch / name))
         runner = eval_model(spec, batch_size=args.batch_size, device=args.device)
         rows, started = [], time.perf_counter()
         for dataset, term in chosen:

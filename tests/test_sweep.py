@@ -75,10 +75,15 @@ def test_tiny_sweep_resumes_an_interrupted_run_and_skips_finished_ones(tmp_path,
     finished = run_sweep(runs, sweep, parallel=1, progress=False)
     assert finished == [r.name for r in runs]
     results = pd.read_csv(sweep.out / "results.csv")
-    assert len(results) == 4 and set(results["dataset"]) == {"m4_hourly/H/short"}
-    assert (results["steps"] == [6, 6, 4, 4]).all()
+    # one row per run, configuration and decoding: the same weights scored masked and autoregressive
+    assert len(results) == 8 and set(results["dataset"]) == {"m4_hourly/H/short"}
+    assert results.groupby("run")["decoding"].apply(sorted).tolist() == [["autoregressive", "masked"]] * 4
+    per_run = results.drop_duplicates("run")
+    assert (per_run["steps"] == [6, 6, 4, 4]).all()
     assert results["MASE_normalised"].gt(0).all() and results["CRPS_normalised"].gt(0).all()
-    assert results["tokens_seen"].tolist() == [6 * 8 * 10, 6 * 8 * 10, 4 * 8 * 10, 4 * 8 * 10]
+    assert per_run["tokens_seen"].tolist() == [6 * 8 * 10, 6 * 8 * 10, 4 * 8 * 10, 4 * 8 * 10]
+    config = json.loads((sweep.out / "runs" / runs[0].name / "model" / "config.json").read_text())["model"]
+    assert config["horizon_embedding"] is True  # the pretraining recipe's
     first_call, second_call = (pd.read_csv(f) for f in
                                sorted((sweep.out / "runs" / runs[0].name).glob("logs/version_*/metrics.csv")))
     assert first_call["step"].max() < 2 <= second_call["step"].min()  # resumed where it stopped, not from 0
@@ -93,7 +98,7 @@ def test_side_by_side_runs_write_the_same_rows(tmp_path, corpus, benchmark):
     runs = plan_runs(["xlstm[1:1]", "mamba2"], ["1M"])
     assert sorted(run_sweep(runs, sweep, parallel=2, progress=False)) == sorted(r.name for r in runs)
     results = pd.read_csv(sweep.out / "results.csv")
-    assert sorted(results["run"]) == sorted(r.name for r in runs)
+    assert sorted(results["run"]) == sorted(r.name for r in runs for _ in sweep.decodings)
 
 
 def test_bad_requests_fail_before_compute(tmp_path, corpus, benchmark):
@@ -106,6 +111,8 @@ def test_bad_requests_fail_before_compute(tmp_path, corpus, benchmark):
     with pytest.raises(SweepError, match="does not fit one step"):
         run_sweep(plan_runs(["mamba2"], ["1M"]), tiny_budget)
     assert not (tmp_path / "sweep" / "runs").exists()
+    with pytest.raises(SweepError, match="decodings must be some of"):
+        run_sweep(plan_runs(["mamba2"], ["1M"]), dataclasses.replace(sweep, decodings=("greedy",)))
     other = dataclasses.replace(sweep, horizon_patches=3)
     with pytest.raises(SweepError, match="another sweep"):
         run_sweep(plan_runs(["mamba2"], ["1M"]), other)
@@ -123,8 +130,8 @@ def test_a_data_parallel_sweep_writes_each_row_once_and_matches_one_device(tmp_p
     done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     a, b = pd.read_csv(tmp_path / "one" / "results.csv"), pd.read_csv(tmp_path / "two" / "results.csv")
-    assert one == ["mamba2-1M-s0"] and len(b) == len(a) == 1
-    assert b["device"].tolist() == ["2 x cpu"] and b["steps"].tolist() == a["steps"].tolist()
+    assert one == ["mamba2-1M-s0"] and len(b) == len(a) == 2  # two decodings
+    assert b["device"].tolist() == ["2 x cpu"] * 2 and b["steps"].tolist() == a["steps"].tolist()
     for column in ("train_loss", "val_loss", "MASE_normalised"):
         np.testing.assert_allclose(b[column].to_numpy(), a[column].to_numpy(), rtol=1e-4)
 

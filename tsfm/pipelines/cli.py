@@ -165,6 +165,10 @@ def _command_line() -> str | None:
     arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
     arg("--devices", type=int, default=1,
         help="devices per run, data-parallel (as tsfm train --devices; not with --parallel; default: 1)"),
+    arg("--decodings", default="masked,autoregressive",
+        help="score every run with each of these decodings, one row each (default: masked,autoregressive)"),
+    arg("--no-horizon-embedding", action="store_true",
+        help="train without the horizon embedding on the masked future tokens (the default recipe has it)"),
 )
 def sweep_command(args: argparse.Namespace) -> int:
     """The runner lives in ``tsfm.pipelines.sweep``; the CLI parses, plans and hands over."""
@@ -187,7 +191,8 @@ def sweep_command(args: argparse.Namespace) -> int:
                                  normaliser=args.normaliser, context_length=args.context_length,
                                  horizon_patches=args.horizon_patches, max_minutes=args.max_minutes,
                                  max_series_length=args.max_series_length, recipes=recipes,
-                                 devices=args.devices)
+                                 devices=args.devices, horizon_embedding=not args.no_horizon_embedding,
+                                 decodings=tuple(d.strip() for d in args.decodings.split(",") if d.strip()))
         finished = run_sweep(runs, settings, parallel=args.parallel)
     except (SweepError, ValueError) as err:
         raise CommandError(str(err)) from None

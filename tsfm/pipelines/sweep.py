@@ -7,6 +7,12 @@ at that preset, so a difference between rows of one preset is a difference of se
 with scale, about 12 tokens per parameter at 1M falling to about 4 at 80M (``--tokens`` overrides it), because the
 whole sweep must fit in about 150 minutes of one H200 and one run in one 10-minute device call.
 
+Every run trains with the pretraining recipe's horizon embedding on the masked future tokens and is scored with
+each of ``decodings`` (masked and autoregressive by default; a ``decoding`` column tells the rows apart): mixers
+differ in which suits them (the mLSTM-heavy ``xlstm[3:1]`` loses its masked tokens to the context mean at short
+budgets, where autoregressive decoding holds; benchmarks/RESULTS.md), and a sweep scored one way only would
+measure the decoding as much as the mixer.
+
 A sweep is resumable run by run: a run whose rows are already in ``results.csv`` is skipped, and a run interrupted
 mid-way resumes from its own ``last.ckpt`` (see :mod:`tsfm.pipelines.train`). Runs can go side by side on one GPU
 (``parallel``): each is a child process (``python -m tsfm.pipelines.sweep --one ...``), because small models cannot
@@ -108,6 +114,8 @@ class SweepSettings:
     synthetic_share: float = 0.5
     max_minutes: float | None = None
     max_series_length: int | None = None
+    horizon_embedding: bool = True
+    decodings: tuple[str, ...] = ("masked", "autoregressive")
     recipes: dict[str, Recipe] = dataclasses.field(default_factory=lambda: dict(RECIPES))
     model_changes: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. tiny models for tests
     configs: list[str] | None = None  # score on these benchmark configurations only (default: all)
@@ -119,7 +127,8 @@ def _configs(run: SweepRun, settings: SweepSettings) -> tuple[Any, Any]:
     from tsfm.presets import preset_config
 
     model_config = preset_config(run.backbone, run.preset, context_length=max(2048, settings.context_length),
-                                 train_horizon_patches=settings.horizon_patches).replace(**settings.model_changes)
+                                 train_horizon_patches=settings.horizon_patches,
+                                 horizon_embedding=settings.horizon_embedding).replace(**settings.model_changes)
     recipe = settings.recipes[run.preset]
     tokens_per_window = settings.context_length // model_config.patch_size + settings.horizon_patches
     steps = _steps(run, recipe, tokens_per_window)
@@ -158,7 +167,8 @@ def check_out_folder(settings: SweepSettings) -> None:
     marker = settings.out / "sweep.json"
     ours = {"real_data": str(settings.real_data), "benchmark": str(settings.benchmark),
             "context_length": settings.context_length, "horizon_patches": settings.horizon_patches,
-            "synthetic_share": settings.synthetic_share}
+            "synthetic_share": settings.synthetic_share, "horizon_embedding": settings.horizon_embedding,
+            "decodings": list(settings.decodings)}
     if marker.is_file():
         theirs = json.loads(marker.read_text())
         changed = sorted(k for k in ours if theirs.get(k) != ours[k])
@@ -175,6 +185,7 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
     """Train one run (resuming it if interrupted), score its validation-chosen checkpoint zero-shot, and return
     one row per benchmark configuration."""
     from tsfm.pipelines.data.corpus import load_corpus
+    from tsfm.pipelines.evaluate import with_decoding
     from tsfm.pipelines.train import is_main_process, train
 
     model_config, train_config = _configs(run, settings)
@@ -190,7 +201,13 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
     provenance = json.loads((run_dir / "provenance.json").read_text())
     if provenance["steps"] < train_config.steps:
         return []  # stopped by the time budget: resumed by the next call, scored then
-    rows = score_checkpoint(model_path, run.name, settings.benchmark, settings.normaliser, configs=settings.configs)
+    rows = []
+    for decoding in settings.decodings:  # one set of weights, scored with each decoding (masked suits some mixers)
+        scored = run_dir / f"model-{decoding}"
+        if not scored.exists():
+            with_decoding(model_path, decoding, scored)
+        rows += [{"decoding": decoding, **row} for row in score_checkpoint(
+            scored, run.name, settings.benchmark, settings.normaliser, configs=settings.configs)]
     common = {
         "run": run.name, "backbone": run.backbone, "preset": run.preset, "seed": run.seed,
         "parameters": provenance["num_parameters"], "tokens_seen": provenance["tokens_seen"],
@@ -260,6 +277,7 @@ def _settings_from(payload: dict[str, Any]) -> SweepSettings:
     recipes = {k: Recipe(**v) for k, v in raw.pop("recipes").items()}
     for key in ("out", "benchmark", "normaliser", "real_data"):
         raw[key] = Path(raw[key]) if raw.get(key) not in (None, "None") else None
+    raw["decodings"] = tuple(raw["decodings"])
     return SweepSettings(**raw, recipes=recipes)
 
 
@@ -275,6 +293,11 @@ def run_sweep(runs: Sequence[SweepRun], settings: SweepSettings, *, parallel: in
     """
     if parallel > 1 and settings.devices > 1:
         raise SweepError("parallel runs and several devices per run do not combine: choose one")
+    from tsfm.config import DECODINGS
+
+    unknown = [d for d in settings.decodings if d not in DECODINGS]
+    if not settings.decodings or unknown:
+        raise SweepError(f"decodings must be some of {', '.join(DECODINGS)}, got {list(settings.decodings)}")
     check_out_folder(settings)
     for run in runs:
         _configs(run, settings)  # budget and settings errors before any compute

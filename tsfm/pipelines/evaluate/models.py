@@ -8,6 +8,7 @@ loaded once, through :func:`tsfm.forecast.resolve_model`, the one place that tur
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,3 +81,20 @@ def _provenance(spec: str) -> dict[str, Any]:
     digest = sha.hexdigest()
     _, training = read_checkpoint_config(path)
     return {"weights_sha256": digest, "training_command": training.get("command")}
+
+
+def with_decoding(spec: str | Path, decoding: str, folder: Path) -> Path:
+    """A copy of checkpoint ``spec`` whose config.json names ``decoding`` (weights linked, not copied), in the new
+    ``folder``: scoring one set of weights with each decoding, since a checkpoint's config chooses its decoding."""
+    from tsfm.checkpoint import resolve_model_path
+
+    source = resolve_model_path(spec)
+    folder.mkdir(parents=True)
+    for file in source.iterdir():
+        if file.name != "config.json":
+            (folder / file.name).symlink_to(file.resolve())
+    config = json.loads((source / "config.json").read_text())
+    config["model"]["decoding"] = decoding
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return folder
+
