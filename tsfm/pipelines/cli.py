@@ -276,11 +276,16 @@ def patterns_command(args: argparse.Namespace) -> int:
 
 @command(
     "report",
-    "Markdown tables, normalised geometric means, win rates and plots from `tsfm evaluate` results.",
-    arg("--results", nargs="+", type=Path, required=True, metavar="PATH",
+    "Markdown tables, normalised geometric means, win rates and plots from `tsfm evaluate` results, or the "
+    "scaling-sweep report from `tsfm sweep`'s results.csv (--sweep).",
+    arg("--results", nargs="+", type=Path, default=None, metavar="PATH",
         help="all_results.csv files or folders holding them (one per model)"),
+    arg("--sweep", type=Path, default=None, metavar="PATH",
+        help="a sweep's results.csv: the scaling report (scores per backbone x preset, losses, the seed study's "
+             "claim); instead of --results"),
     arg("--out", type=Path, default=Path("reports"), help="folder for the report and plots (default: reports)"),
-    arg("--name", default="report", help="file name stem: OUT/NAME.md, OUT/NAME_*.png (default: report)"),
+    arg("--name", default="report",
+        help="file name stem: OUT/NAME.md, OUT/NAME_*.png (default: report; sweep with --sweep)"),
     arg("--benchmark", type=Path, default=None, help="benchmark root, to plot forecast examples"),
     arg("--example-models", nargs="+", default=None, metavar="MODEL",
         help="models drawn in the forecast examples (default: the best baseline and the tsfm models)"),
@@ -289,7 +294,12 @@ def patterns_command(args: argparse.Namespace) -> int:
     DEVICE_ARG,
 )
 def report_command(args: argparse.Namespace) -> int:
-    """Reports live in ``tsfm.pipelines.report``; example plots run models, so a bad model name exits 2 too."""
+    """Reports live in ``tsfm.pipelines.report`` (and ``sweep_report`` for ``--sweep``); example plots run models, so
+    a bad model name exits 2 too."""
+    if (args.results is None) == (args.sweep is None):
+        raise CommandError("give exactly one of --results (evaluation results) and --sweep (a sweep's results.csv)")
+    if args.sweep is not None:
+        return _sweep_report(args)
     try:
         from tsfm.pipelines.evaluate import EvaluationError
         from tsfm.pipelines.report import write_report
@@ -301,6 +311,25 @@ def report_command(args: argparse.Namespace) -> int:
             device=args.device, title=args.title, command=_command_line(), notes=args.note,
         )
     except EvaluationError as err:
+        raise CommandError(str(err)) from None
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    """``tsfm report --sweep``: the name defaults to ``sweep``, not ``report``, unless one was given."""
+    try:
+        from tsfm.pipelines.sweep_report import SweepReportError, write_sweep_report
+    except ImportError as err:
+        raise CommandError(f"reports need the eval extra (pip install 'tsfm[eval]'): {err}") from None
+    if args.benchmark is not None or args.example_models is not None:
+        raise CommandError("--benchmark and --example-models apply to --results reports, not to --sweep")
+    name = "sweep" if args.name == "report" else args.name
+    try:
+        written = write_sweep_report(args.sweep, args.out, name=name, notes=args.note, command=_command_line(),
+                                     title=args.title)
+    except SweepReportError as err:
         raise CommandError(str(err)) from None
     for path in written:
         print(f"wrote {path}")

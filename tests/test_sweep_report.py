@@ -1,0 +1,211 @@
+"""The scaling-sweep report: geometric means, leaders and the claim section from known numbers; PNGs; the
+``tsfm report --sweep`` command and its input errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("gluonts")
+
+from tsfm.cli import main
+from tsfm.pipelines.evaluate import CRPS, MASE
+from tsfm.pipelines.sweep_report import (
+    SweepReportError,
+    claim_points,
+    read_sweep,
+    seed_ranges_overlap,
+    write_sweep_report,
+)
+
+PNG = b"\x89PNG"
+
+# config key -> multiplier of a run's level (MASE, CRPS): every run sees the same spread across configurations
+CONFIGS = {
+    "m4_hourly/H/short": (1.0, 0.9),
+    "ett1/H/long": (1.2, 1.1),
+    "m4_daily/D/short": (0.9, 1.0),
+    "solar/5T/medium": (1.1, 1.2),
+}
+# (backbone, preset) -> level of normalised MASE, CRPS: xlstm[3:1] leads at 1M, mamba2 leads at 10M
+LEVELS = {
+    ("xlstm[3:1]", "1M"): (0.80, 0.60),
+    ("mamba2", "1M"): (0.90, 0.66),
+    ("gdn", "1M"): (0.95, 0.70),
+    ("xlstm[3:1]", "10M"): (0.75, 0.55),
+    ("mamba2", "10M"): (0.70, 0.50),
+    ("gdn", "10M"): (0.85, 0.62),
+}
+PARAMETERS = {"1M": 1.0e6, "10M": 1.0e7}
+SEEDS = {"1M": (0, 1), "10M": (0,)}
+SEED_FACTOR = {0: 1.0, 1: 1.04}
+DECODING_FACTOR = {"masked": 1.0, "autoregressive": 1.1}
+
+
+def run_name(backbone: str, preset: str, seed: int) -> str:
+    return f"{backbone.replace('[', '_').replace(':', '_').rstrip(']')}-{preset}-s{seed}"
+
+
+def sweep_rows(decodings: tuple[str, ...] = ("masked", "autoregressive")) -> list[dict[str, object]]:
+    """Rows as ``tsfm sweep`` writes them (training figures, result-row columns, normalised scores)."""
+    rows = []
+    for (backbone, preset), (mase, crps) in LEVELS.items():
+        for seed in SEEDS[preset]:
+            for decoding in decodings:
+                factor = SEED_FACTOR[seed] * DECODING_FACTOR[decoding]
+                for key, (m_mult, c_mult) in CONFIGS.items():
+                    rows.append({
+                        "run": run_name(backbone, preset, seed), "backbone": backbone, "preset": preset,
+                        "seed": seed, "parameters": PARAMETERS[preset] * (1.05 if backbone == "gdn" else 1.0),
+                        "tokens_seen": 12_000_000, "steps": 100, "batch_size": 256, "train_seconds": 60.0,
+                        "wall_seconds_this_call": 70.0, "tokens_per_s": 200_000, "train_loss": 0.3,
+                        "val_loss": 0.35, "device": "cpu", "decoding": decoding, "dataset": key,
+                        "model": run_name(backbone, preset, seed), MASE: 1.0, CRPS: 0.1, "domain": "Energy",
+                        "num_variates": 1, "MASE_normalised": mase * m_mult * factor,
+                        "CRPS_normalised": crps * c_mult * factor,
+                    })
+    return rows
+
+
+def write_sweep(root: Path, rows: list[dict[str, object]] | None = None, *, logs: bool = True) -> Path:
+    """``root/results.csv`` and, with ``logs``, ``root/runs/<run>/logs/version_0/metrics.csv`` for one run."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "results.csv"
+    pd.DataFrame(sweep_rows() if rows is None else rows).to_csv(path, index=False)
+    if logs:
+        log_dir = root / "runs" / run_name("xlstm[3:1]", "1M", 0) / "logs" / "version_0"
+        log_dir.mkdir(parents=True)
+        pd.DataFrame({"step": range(10), "train_loss_step": [1.0 / (s + 1) for s in range(10)],
+                      "val_loss": [0.5 if s % 5 == 4 else float("nan") for s in range(10)]}).to_csv(
+            log_dir / "metrics.csv", index=False)
+    return path
+
+
+def gmean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def expected(backbone: str, preset: str, decoding: str, metric: int) -> list[float]:
+    """Per-seed geometric means over configurations, computed from the levels, not from the module."""
+    level = LEVELS[(backbone, preset)][metric]
+    return [gmean([level * mult[metric] * SEED_FACTOR[seed] * DECODING_FACTOR[decoding]
+                   for mult in CONFIGS.values()]) for seed in SEEDS[preset]]
+
+
+def section(text: str, start: str, end: str | None = None) -> str:
+    """The text from the first ``start`` to the next ``end`` after it."""
+    tail = text[text.index(start):]
+    return tail if end is None or end not in tail[len(start):] else tail[:tail.index(end, len(start))]
+
+
+def claim_row(text: str, decoding: str, point: str) -> str:
+    claims = section(text, "## Beside the seed study's claim", "## Training")
+    block = section(claims, f"### Decoding: {decoding}", "### Decoding")
+    return next(line for line in block.splitlines() if line.startswith(f"| {point}"))
+
+
+def test_report_holds_the_geometric_means_with_seed_ranges(tmp_path: Path) -> None:
+    csv = write_sweep(tmp_path / "sweep")
+    written = write_sweep_report(csv, tmp_path / "out", name="s")
+    text = (tmp_path / "out" / "s.md").read_text()
+    assert written[0] == tmp_path / "out" / "s.md"
+    for decoding in ("masked", "autoregressive"):
+        scores = section(text, f"### Decoding: {decoding}", "### Decoding")
+        for metric, name in ((0, "MASE"), (1, "CRPS")):
+            table = section(scores, f"Normalised geometric-mean {name}")
+            seeds = expected("xlstm[3:1]", "1M", decoding, metric)  # two seeds: mean (min-max, 2 seeds)
+            mean = sum(seeds) / len(seeds)
+            assert f"{mean:.3f} ({min(seeds):.3f}-{max(seeds):.3f}, 2 seeds) [1.00M]" in table
+            single = expected("mamba2", "10M", decoding, metric)[0]
+            assert f"{single:.3f} [10.00M]" in table
+    # per frequency at the largest preset (10M): H pools m4_hourly/H/short and ett1/H/long
+    level = LEVELS[("mamba2", "10M")]
+    hourly = [gmean([level[i] * CONFIGS[k][i] for k in ("m4_hourly/H/short", "ett1/H/long")]) for i in (0, 1)]
+    breakdown = section(text, "#### masked, preset 10M", "####")
+    assert f"{hourly[0]:.3f} / {hourly[1]:.3f}" in breakdown
+    assert "| backbone | 5T | D | H |" in breakdown and "| backbone | short | medium | long |" in breakdown
+    pngs = {p.name for p in written[1:]}
+    assert pngs == {"s_scaling_masked.png", "s_scaling_autoregressive.png", "s_losses.png"}
+    for path in written[1:]:
+        assert path.read_bytes()[:4] == PNG
+
+
+def test_claim_section_follows_the_data(tmp_path: Path) -> None:
+    text = (write_sweep_report(write_sweep(tmp_path / "sweep"), tmp_path / "out")[0]).read_text()
+    assert "leads Mamba-2 and Gated DeltaNet" in text
+    for decoding in ("masked", "autoregressive"):
+        for metric in ("MASE", "CRPS"):
+            small = claim_row(text, decoding, f"1M, {metric}")
+            assert "leader `xlstm[3:1]`" in small and "**agrees**" in small
+            large = claim_row(text, decoding, f"10M, {metric}")
+            assert "leader `mamba2`" in large and "**differs**" in large
+            gap = claim_row(text, decoding, f"{metric}: the gap narrows")
+            assert "**not measured**" in gap and "largest preset here is 10M" in gap
+
+
+def test_claim_gap_narrowing_at_80M_is_judged_from_the_numbers() -> None:
+    def stats(gap_80m: float) -> pd.DataFrame:
+        rows = [("xlstm[3:1]", "1M", 0.80), ("mamba2", "1M", 0.90), ("xlstm[3:1]", "80M", 0.70),
+                ("mamba2", "80M", 0.70 * (1 + gap_80m))]
+        return pd.DataFrame([{"decoding": "masked", "backbone": b, "preset": p, "MASE": v, "CRPS": v, "seeds": 1}
+                             for b, p, v in rows])
+
+    narrower = {p["point"]: p["verdict"] for p in claim_points(stats(0.05), "masked", ["1M", "80M"])}
+    assert narrower["MASE: the gap narrows at 80M"] == "agrees"
+    assert narrower["80M, MASE: `xlstm[3:1]` leads, by a narrower gap"] == "agrees"
+    wider = {p["point"]: p["verdict"] for p in claim_points(stats(0.30), "masked", ["1M", "80M"])}
+    assert wider["MASE: the gap narrows at 80M"] == "differs"
+    seeded = stats(0.05).assign(seeds=2, MASE_min=lambda f: f["MASE"] - 0.02, MASE_max=lambda f: f["MASE"] + 0.02)
+    assert not seed_ranges_overlap(seeded.query("preset == '1M'"), "MASE")  # 0.78-0.82 against 0.88-0.92
+    assert seed_ranges_overlap(seeded.query("preset == '80M'"), "MASE")  # 0.68-0.72 against 0.715-0.755
+    overlap = next(p for p in claim_points(seeded, "masked", ["1M", "80M"]) if p["point"].startswith("80M, MASE"))
+    assert "(seed ranges overlap)" in overlap["measured"]
+    only_mamba = stats(0.05).query("backbone == 'mamba2'")
+    assert {p["verdict"] for p in claim_points(only_mamba, "masked", ["1M", "80M"])} == {"not measured"}
+
+
+def test_csv_without_decoding_is_masked_only_and_runs_folder_is_optional(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in row.items() if k != "decoding"} for row in sweep_rows(("masked",))]
+    # a configuration Seasonal Naive has no value for: normalised scores are NaN, the row is read but not scored
+    rows.append({**rows[0], "dataset": "other/W/short", "MASE_normalised": None, "CRPS_normalised": None})
+    csv = write_sweep(tmp_path / "sweep", rows, logs=False)
+    assert set(read_sweep(csv)["decoding"]) == {"masked"}
+    written = write_sweep_report(csv, tmp_path / "out")
+    text = written[0].read_text()
+    assert "### Decoding: masked" in text and "autoregressive" not in text
+    assert "No training logs found" in text
+    assert [p.name for p in written[1:]] == ["sweep_scaling_masked.png"]
+    assert f"`{csv}`, {len(rows)} row(s), {len(rows) - 1} scored, 4 configuration(s)" in text
+    assert "| W |" not in text
+    assert "| `xlstm_3_1-1M-s0` | cpu | 12,000,000 | 60.0 | 200,000 |" in text
+
+
+def test_cli_sweep_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = write_sweep(tmp_path / "sweep")
+    out = tmp_path / "reports"
+    assert main(["report", "--sweep", str(csv), "--out", str(out), "--note", "a test sweep"]) == 0
+    text = (out / "sweep.md").read_text()
+    assert "a test sweep" in text and "## Sources" in text
+    assert (out / "sweep_losses.png").read_bytes()[:4] == PNG
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_sweep_report_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = ["--out", str(tmp_path / "out")]
+    assert main(["report", "--sweep", str(tmp_path / "none.csv"), *out]) == 2
+    assert "no such file" in capsys.readouterr().err
+    rows = [{k: v for k, v in row.items() if k not in ("parameters", "CRPS_normalised")} for row in sweep_rows()]
+    csv = write_sweep(tmp_path / "sweep", rows, logs=False)
+    assert main(["report", "--sweep", str(csv), *out]) == 2
+    err = capsys.readouterr().err
+    assert "parameters" in err and "CRPS_normalised" in err and "MASE_normalised" not in err
+    assert main(["report", *out]) == 2
+    assert "exactly one of --results" in capsys.readouterr().err
+    assert main(["report", "--sweep", str(csv), "--results", str(tmp_path), *out]) == 2
+    assert "exactly one of --results" in capsys.readouterr().err
+    with pytest.raises(SweepReportError, match="not a readable CSV"):
+        (tmp_path / "empty.csv").write_text("")
+        read_sweep(tmp_path / "empty.csv")

@@ -1,0 +1,530 @@
+"""The scaling-sweep report: ``tsfm report --sweep reports/sweep/results.csv`` (issue 12, item 4).
+
+``write_sweep_report("reports/sweep/results.csv", "reports", name="sweep")`` reads the rows that
+:mod:`tsfm.pipelines.sweep` appends (one per run, benchmark configuration and decoding) and writes ``OUT/NAME.md``:
+
+- per decoding, the normalised geometric-mean MASE and CRPS per backbone x preset (mean over seeds, with the
+  min-max range over seeds when there are several);
+- per-frequency and per-term breakdowns at the largest preset;
+- training and validation loss curves and tokens/s per run (when ``runs/`` lies beside the CSV);
+- the seed study's claim (DESIGN §6) set beside the numbers, point by point;
+- the command line and sources;
+
+and PNGs ``NAME_scaling_<decoding>.png`` (log-log score against parameters) and ``NAME_losses.png``.
+
+Aggregation is the leaderboard's: a run's score is the geometric mean over configurations of its ratios to Seasonal
+Naive (:func:`tsfm.pipelines.evaluate.aggregate.geometric_mean`). matplotlib is used through ``Figure`` and the Agg
+canvas, never pyplot, so callers' figures and backends are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .evaluate.aggregate import geometric_mean
+
+__all__ = [
+    "CLAIM_BACKBONE",
+    "REQUIRED_COLUMNS",
+    "SweepReportError",
+    "breakdown",
+    "cell_stats",
+    "claim_points",
+    "read_sweep",
+    "run_scores",
+    "seed_ranges_overlap",
+    "write_sweep_report",
+]
+
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "run", "backbone", "preset", "seed", "parameters", "dataset", "MASE_normalised", "CRPS_normalised",
+)
+"""What the report cannot do without; every other column (losses, tokens/s, device, decoding) is optional."""
+
+METRICS: tuple[str, ...] = ("MASE", "CRPS")
+DEFAULT_DECODING = "masked"  # sweeps written before the decoding column scored with masked decoding only
+CLAIM_BACKBONE = "xlstm[3:1]"
+CLAIM_LEAD_PRESETS: tuple[str, ...] = ("1M", "3M", "10M", "40M")
+CLAIM_NARROW_PRESET = "80M"
+CLAIM_TEXT = (
+    "The seed study reports that xLSTM `[3:1]` leads Mamba-2 and Gated DeltaNet on both MASE and CRPS from 1M to "
+    "40M parameters, with the gap narrowing at 80M (DESIGN §6)."
+)
+DPI = 72  # small PNGs: they are committed
+
+
+class SweepReportError(ValueError):
+    """A results CSV the report cannot use (missing file or columns, no scored rows)."""
+
+
+# ---------------------------------------------------------------------------------------------------------- reading
+
+
+def read_sweep(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """The sweep's rows, checked, with a ``decoding`` column (``"masked"`` where the CSV predates it).
+
+    Rows whose normalised scores are missing (a configuration without a Seasonal-Naive value) are dropped, because a
+    geometric mean over NaN is meaningless and the leaderboard leaves such configurations out too.
+
+    Raises:
+        SweepReportError: the file is missing, lacks a required column, or has no scored row.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SweepReportError(f"--sweep {path}: no such file")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise SweepReportError(f"--sweep {path}: not a readable CSV ({err})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise SweepReportError(f"{path} lacks the column(s) {', '.join(missing)}: not a sweep results.csv")
+    if "decoding" not in frame.columns:
+        frame["decoding"] = DEFAULT_DECODING
+    frame["decoding"] = frame["decoding"].fillna(DEFAULT_DECODING).astype(str)
+    frame["backbone"] = frame["backbone"].astype(str)
+    frame["preset"] = frame["preset"].astype(str)
+    frame["run"] = frame["run"].astype(str)
+    scored = frame.dropna(subset=["MASE_normalised", "CRPS_normalised"]).reset_index(drop=True)
+    if scored.empty:
+        raise SweepReportError(f"{path} has no row with normalised MASE and CRPS")
+    scored.attrs["csv_rows"] = len(frame)  # the Sources section tells read rows from scored ones
+    return scored
+
+
+def preset_order(presets: Iterable[str]) -> list[str]:
+    """Presets by size (1M, 3M, ... as in :data:`tsfm.presets.PRESET_TARGETS`), unknown names after, by name."""
+    from tsfm.presets import PRESET_TARGETS
+
+    names = list(dict.fromkeys(presets))
+    known = [p for p in PRESET_TARGETS if p in names]
+    return known + sorted(p for p in names if p not in PRESET_TARGETS)
+
+
+def decoding_order(decodings: Iterable[str]) -> list[str]:
+    """Masked first (the default), then the others by name, so reports of different sweeps line up."""
+    names = set(decodings)
+    return [d for d in (DEFAULT_DECODING,) if d in names] + sorted(names - {DEFAULT_DECODING})
+
+
+# ------------------------------------------------------------------------------------------------------ aggregation
+
+
+def run_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (decoding, run): geometric means of the normalised MASE and CRPS over its configurations.
+
+    This is the unit the seeds vary over: a seed's score is one leaderboard number, as GIFT-Eval ranks models.
+    """
+    keys = ["decoding", "run", "backbone", "preset", "seed"]
+    rows = []
+    for key, group in frame.groupby(keys, sort=False):
+        rows.append({
+            **dict(zip(keys, key, strict=True)),
+            "parameters": float(group["parameters"].iloc[0]),
+            "MASE": geometric_mean(group["MASE_normalised"]),
+            "CRPS": geometric_mean(group["CRPS_normalised"]),
+            "configs": len(group),
+        })
+    return pd.DataFrame(rows)
+
+
+def cell_stats(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (decoding, backbone, preset): mean, min and max over seeds of each run score, and the parameter count.
+
+    The spread is min-max (not std): with two or three seeds a standard deviation says little, the range says all.
+    """
+    grouped = scores.groupby(["decoding", "backbone", "preset"], sort=False)
+    out = grouped.agg(
+        parameters=("parameters", "mean"), seeds=("seed", "nunique"),
+        MASE=("MASE", "mean"), MASE_min=("MASE", "min"), MASE_max=("MASE", "max"),
+        CRPS=("CRPS", "mean"), CRPS_min=("CRPS", "min"), CRPS_max=("CRPS", "max"),
+    )
+    return out.reset_index()
+
+
+def breakdown(frame: pd.DataFrame, part: str) -> pd.DataFrame:
+    """Geometric means of normalised MASE and CRPS per backbone and frequency (``part="freq"``) or term.
+
+    The config key is ``dataset/FREQ/term``; rows of every seed are pooled, which is the geometric mean of the
+    per-seed geometric means when every seed scored the same configurations.
+    """
+    index = {"freq": 1, "term": -1}[part]
+    keyed = frame.assign(**{part: frame["dataset"].astype(str).str.split("/").str[index]})
+    rows = []
+    for (backbone, value), group in keyed.groupby(["backbone", part]):
+        rows.append({"backbone": backbone, part: value, "MASE": geometric_mean(group["MASE_normalised"]),
+                     "CRPS": geometric_mean(group["CRPS_normalised"]), "n": len(group)})
+    return pd.DataFrame(rows)
+
+
+def leader(cells: pd.DataFrame, metric: str) -> tuple[str, float]:
+    """The backbone with the lowest mean ``metric`` among ``cells`` (one decoding and preset), and its score."""
+    best = cells.loc[cells[metric].idxmin()]
+    return str(best["backbone"]), float(best[metric])
+
+
+# ---------------------------------------------------------------------------------------------------------- markdown
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A GitHub-Markdown table (no ``tabulate`` dependency)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def format_cell(row: pd.Series, metric: str) -> str:
+    """``0.812`` for one seed; ``0.812 (0.801-0.823, 2 seeds)`` for several: mean and min-max range."""
+    if int(row["seeds"]) <= 1:
+        return f"{row[metric]:.3f}"
+    return f"{row[metric]:.3f} ({row[f'{metric}_min']:.3f}-{row[f'{metric}_max']:.3f}, {int(row['seeds'])} seeds)"
+
+
+def format_parameters(value: float) -> str:
+    """Parameters in millions, the unit the presets are named in."""
+    return f"{value / 1e6:.2f}M"
+
+
+def scores_section(stats: pd.DataFrame, decoding: str, presets: Sequence[str]) -> list[str]:
+    """Per decoding: backbone x preset tables of MASE and CRPS, with each cell's parameter count."""
+    lines = [f"### Decoding: {decoding}", ""]
+    cells = stats[stats["decoding"] == decoding]
+    backbones = sorted(cells["backbone"].unique())
+    for metric in METRICS:
+        rows = []
+        for backbone in backbones:
+            row = [f"`{backbone}`"]
+            for preset in presets:
+                hit = cells[(cells["backbone"] == backbone) & (cells["preset"] == preset)]
+                row.append("-" if hit.empty else
+                           f"{format_cell(hit.iloc[0], metric)} [{format_parameters(hit.iloc[0]['parameters'])}]")
+            rows.append(row)
+        lines += [f"Normalised geometric-mean {metric} (lower is better; [parameters]):", ""]
+        lines += [*markdown_table(["backbone", *presets], rows), ""]
+    return lines
+
+
+def breakdown_section(frame: pd.DataFrame, decoding: str, presets: Sequence[str]) -> list[str]:
+    """Per-frequency and per-term tables at the largest preset of this decoding."""
+    rows_here = frame[frame["decoding"] == decoding]
+    largest = [p for p in presets if p in set(rows_here["preset"])][-1]
+    rows_here = rows_here[rows_here["preset"] == largest]
+    lines = [f"#### {decoding}, preset {largest}", ""]
+    for part, label in (("freq", "frequency"), ("term", "term")):
+        table = breakdown(rows_here, part)
+        values = sorted(table[part].unique(), key=_term_key if part == "term" else str)
+        backbones = sorted(table["backbone"].unique())
+        rows = []
+        for backbone in backbones:
+            row = [f"`{backbone}`"]
+            for value in values:
+                hit = table[(table["backbone"] == backbone) & (table[part] == value)]
+                row.append("-" if hit.empty else f"{hit.iloc[0]['MASE']:.3f} / {hit.iloc[0]['CRPS']:.3f}")
+            rows.append(row)
+        lines += [f"Per {label}, MASE / CRPS:", ""]
+        lines += [*markdown_table(["backbone", *values], rows), ""]
+    return lines
+
+
+def _term_key(term: str) -> tuple[int, str]:
+    order = {"short": 0, "medium": 1, "long": 2}
+    return order.get(term, 3), term
+
+
+# ------------------------------------------------------------------------------------------------------------- claim
+
+
+def is_rival(backbone: str) -> bool:
+    """The backbones the claim names: Mamba-2 and Gated DeltaNet (any ``gdn`` variant)."""
+    return backbone == "mamba2" or backbone.startswith("gdn")
+
+
+def claim_gap(cells: pd.DataFrame, metric: str) -> float | None:
+    """How far the best rival trails xLSTM [3:1]: ``best rival / xlstm - 1`` (positive: xLSTM leads); None if either
+    is missing."""
+    ours = cells[cells["backbone"] == CLAIM_BACKBONE]
+    rivals = cells[cells["backbone"].map(is_rival)]
+    if ours.empty or rivals.empty:
+        return None
+    return float(rivals[metric].min() / ours[metric].iloc[0] - 1)
+
+
+def seed_ranges_overlap(cells: pd.DataFrame, metric: str) -> bool:
+    """Whether xLSTM [3:1]'s min-max range over seeds overlaps the best rival's: then the lead is within seed noise
+    and the verdict should be read with that caveat (only judged where both have several seeds)."""
+    ours = cells[cells["backbone"] == CLAIM_BACKBONE]
+    rivals = cells[cells["backbone"].map(is_rival)]
+    if ours.empty or rivals.empty or f"{metric}_min" not in cells:
+        return False
+    ours, rival = ours.iloc[0], rivals.loc[rivals[metric].idxmin()]
+    if min(int(ours["seeds"]), int(rival["seeds"])) < 2:
+        return False
+    return bool(ours[f"{metric}_min"] <= rival[f"{metric}_max"] and rival[f"{metric}_min"] <= ours[f"{metric}_max"])
+
+
+def claim_points(stats: pd.DataFrame, decoding: str, presets: Sequence[str]) -> list[dict[str, str]]:
+    """The claim, point by point, against one decoding's numbers.
+
+    Returns:
+        One dict per point: ``point`` (what the claim says), ``measured`` (what the data says) and ``verdict``
+        (``agrees``, ``differs`` or ``not measured``). Nothing here knows the outcome in advance.
+    """
+    cells = stats[stats["decoding"] == decoding]
+    points = []
+    for preset in presets:
+        here = cells[cells["preset"] == preset]
+        for metric in METRICS:
+            points.append(_lead_point(here, preset, metric))
+    points += [_gap_point(cells, presets, metric) for metric in METRICS]
+    return points
+
+
+def _lead_point(here: pd.DataFrame, preset: str, metric: str) -> dict[str, str]:
+    """Whether xLSTM [3:1] scores below every rival present at one preset (the claim expects so up to 80M)."""
+    expected = "leads" if preset in CLAIM_LEAD_PRESETS else "leads, by a narrower gap" \
+        if preset == CLAIM_NARROW_PRESET else "(preset outside the study)"
+    point = f"{preset}, {metric}: `{CLAIM_BACKBONE}` {expected}"
+    if here.empty:
+        return {"point": point, "measured": "no run at this preset", "verdict": "not measured"}
+    best, score = leader(here, metric)
+    gap = claim_gap(here, metric)
+    measured = f"leader `{best}` ({score:.3f})"
+    if gap is None:
+        return {"point": point, "measured": measured + f"; `{CLAIM_BACKBONE}` or its rivals not run",
+                "verdict": "not measured"}
+    measured += f"; best rival {'trails' if gap > 0 else 'leads'} `{CLAIM_BACKBONE}` by {abs(gap):.1%}"
+    if seed_ranges_overlap(here, metric):
+        measured += " (seed ranges overlap)"
+    if preset not in (*CLAIM_LEAD_PRESETS, CLAIM_NARROW_PRESET):
+        return {"point": point, "measured": measured, "verdict": "not measured"}
+    return {"point": point, "measured": measured, "verdict": "agrees" if gap > 0 else "differs"}
+
+
+def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str) -> dict[str, str]:
+    """The gap at the largest preset against the smallest; the claim expects it to narrow at 80M."""
+    point = f"{metric}: the gap narrows at {CLAIM_NARROW_PRESET}"
+    gaps = {p: claim_gap(cells[cells["preset"] == p], metric) for p in presets}
+    gaps = {p: g for p, g in gaps.items() if g is not None}
+    if len(gaps) < 2:
+        return {"point": point, "measured": "fewer than two presets with both sides", "verdict": "not measured"}
+    small, large = next(iter(gaps)), list(gaps)[-1]
+    measured = (f"gap {gaps[small]:+.1%} at {small}, {gaps[large]:+.1%} at {large} "
+                f"(best rival / `{CLAIM_BACKBONE}` - 1)")
+    if large != CLAIM_NARROW_PRESET:
+        return {"point": point, "measured": measured + f"; largest preset here is {large}",
+                "verdict": "not measured"}
+    narrows = 0 < gaps[large] < gaps[small]
+    return {"point": point, "measured": measured, "verdict": "agrees" if narrows else "differs"}
+
+
+def claim_section(stats: pd.DataFrame, decodings: Sequence[str], presets: Sequence[str]) -> list[str]:
+    """"Beside the seed study's claim": the claim, then a verdict table per decoding."""
+    lines = ["## Beside the seed study's claim", "", CLAIM_TEXT, "",
+             "Rivals are `mamba2` and the `gdn` variants; a lead is the lower mean over seeds. "
+             "Verdicts are computed from the tables above.", ""]
+    for decoding in decodings:
+        points = claim_points(stats, decoding, presets)
+        lines += [f"### Decoding: {decoding}", ""]
+        rows = ([p["point"], p["measured"], f"**{p['verdict']}**"] for p in points)
+        lines += [*markdown_table(["claim", "measured", "verdict"], rows), ""]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------- runs and speed
+
+
+def runs_folder(results_csv: Path) -> Path | None:
+    """``runs/`` beside the CSV, where the sweep trains (None when the CSV was copied away from it)."""
+    folder = results_csv.parent / "runs"
+    return folder if folder.is_dir() else None
+
+
+def read_losses(runs: Path, names: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Each run's logged metrics (``read_metrics``), for the runs that have logs."""
+    from .train import read_metrics
+
+    out = {}
+    for name in names:
+        metrics = read_metrics(runs / name)
+        if not metrics.empty:
+            out[name] = metrics
+    return out
+
+
+def speed_section(frame: pd.DataFrame) -> list[str]:
+    """Tokens/s per run: one row per run (every row of a run repeats the same training figures)."""
+    columns = [c for c in ("device", "tokens_seen", "train_seconds", "tokens_per_s") if c in frame.columns]
+    if not columns:
+        return []
+    per_run = frame.drop_duplicates("run").sort_values(["preset", "backbone", "seed"], key=_preset_sort_key)
+    rows = []
+    for _, row in per_run.iterrows():
+        rows.append([f"`{row['run']}`", *(_format_value(row[c]) for c in columns)])
+    return ["## Training speed", "", *markdown_table(["run", *[c.replace("_", " ") for c in columns]], rows), ""]
+
+
+def _preset_sort_key(column: pd.Series) -> pd.Series:
+    if column.name != "preset":
+        return column
+    order = {p: i for i, p in enumerate(preset_order(column))}
+    return column.map(order)
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, float | np.floating):
+        return "-" if np.isnan(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+    if isinstance(value, int | np.integer):
+        return f"{int(value):,}"
+    return str(value)
+
+
+# ------------------------------------------------------------------------------------------------------------- plots
+
+
+def _figure(ncols: int, width: float = 5.0, height: float = 4.0) -> tuple[object, list[object]]:
+    """An Agg-backed figure with ``ncols`` axes side by side (no pyplot state touched)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height))
+    FigureCanvasAgg(fig)
+    return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
+
+
+def _colours(backbones: Sequence[str]) -> dict[str, object]:
+    """One fixed colour per backbone, shared by every figure of the report."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return {b: cmap(i % 10) for i, b in enumerate(sorted(backbones))}
+
+
+def plot_scaling(stats: pd.DataFrame, decoding: str, path: Path, colours: dict[str, object]) -> Path:
+    """Log-log MASE and CRPS against parameters, one line per backbone, min-max over seeds as error bars."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    fig, axes = _figure(2)
+    cells = stats[stats["decoding"] == decoding]
+    for ax, metric in zip(axes, METRICS, strict=True):
+        for backbone, group in cells.groupby("backbone"):
+            group = group.sort_values("parameters")
+            err = np.vstack([group[metric] - group[f"{metric}_min"], group[f"{metric}_max"] - group[metric]])
+            ax.errorbar(group["parameters"], group[metric], yerr=err, marker="o", capsize=3, label=backbone,
+                        color=colours[backbone])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis_ticks in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+            axis_ticks(FormatStrFormatter("%.2f"))  # scores near 1: "0.85" reads better than "8.5 x 10^-1"
+        ax.set_xlabel("parameters")
+        ax.set_ylabel(f"normalised {metric} (geometric mean)")
+        ax.set_title(f"{metric}, {decoding} decoding")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def plot_losses(losses: dict[str, pd.DataFrame], backbone_of: dict[str, str], path: Path,
+                colours: dict[str, object]) -> Path:
+    """Training (smoothed) and validation loss against the step, one line per run, coloured by backbone."""
+    fig, (train_ax, val_ax) = _figure(2)
+    for name, metrics in losses.items():
+        colour = colours.get(backbone_of[name], "black")
+        column = next((c for c in ("train_loss_step", "train_loss") if c in metrics), None)
+        if column is not None:
+            rows = metrics.dropna(subset=[column])
+            train_ax.plot(rows["step"], rows[column].rolling(20, min_periods=1).mean(), color=colour, label=name)
+        if "val_loss" in metrics:
+            rows = metrics.dropna(subset=["val_loss"])
+            val_ax.plot(rows["step"], rows["val_loss"], "o-", color=colour, label=name)
+    for ax, title in ((train_ax, "training loss (smoothed)"), (val_ax, "validation loss")):
+        ax.set_xlabel("step")
+        ax.set_ylabel("pinball loss (scaled)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    train_ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+# -------------------------------------------------------------------------------------------------------------- main
+
+
+def write_sweep_report(results_csv: str | os.PathLike[str], out_dir: str | os.PathLike[str], name: str = "sweep",
+                       notes: Sequence[str] = (), command: str | None = None, title: str | None = None,
+                       ) -> list[Path]:
+    """Write ``OUT/NAME.md`` and its PNGs from a sweep's ``results.csv``; returns the files written.
+
+    Raises:
+        SweepReportError: the CSV is missing, lacks required columns or holds no scored row.
+    """
+    results_csv = Path(results_csv)
+    frame = read_sweep(results_csv)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    presets = preset_order(frame["preset"])
+    decodings = decoding_order(frame["decoding"])
+    stats = cell_stats(run_scores(frame))
+    colours = _colours(frame["backbone"].unique())
+    written = []
+
+    lines = [f"# {title or f'{name} report: the scaling sweep'}", "", *(f"{note}\n" for note in notes)]
+    lines += ["## Scores per backbone and preset", "",
+              "Each run's score is the geometric mean over configurations of MASE and CRPS divided by Seasonal "
+              "Naive's; a cell is the mean over seeds, with the min-max range over seeds when there are several.", ""]
+    for decoding in decodings:
+        lines += scores_section(stats, decoding, presets)
+        png = plot_scaling(stats, decoding, out / f"{name}_scaling_{decoding}.png", colours)
+        written.append(png)
+        lines += [f"![scaling, {decoding}]({png.name})", ""]
+
+    lines += ["## Per frequency and per term (largest preset)", "",
+              "Geometric means over the configurations of each frequency (config key `dataset/FREQ/term`) or term, "
+              "rows of all seeds pooled.", ""]
+    for decoding in decodings:
+        lines += breakdown_section(frame, decoding, presets)
+
+    lines += claim_section(stats, decodings, presets)
+    lines += training_section(frame, results_csv, out, name, colours, written)
+    lines += speed_section(frame)
+    lines += sources_section(frame, results_csv, decodings, command)
+
+    report = out / f"{name}.md"
+    report.write_text("\n".join(lines).rstrip() + "\n")
+    return [report, *written]
+
+
+def training_section(frame: pd.DataFrame, results_csv: Path, out: Path, name: str, colours: dict[str, object],
+                     written: list[Path]) -> list[str]:
+    """Loss curves of every run with logs beside the CSV; says so when there are none, rather than leaving a gap."""
+    lines = ["## Training and validation loss", ""]
+    runs = runs_folder(results_csv)
+    names = list(dict.fromkeys(frame["run"]))
+    losses = read_losses(runs, names) if runs is not None else {}
+    if not losses:
+        where = f"{runs}" if runs is not None else f"{results_csv.parent / 'runs'} (absent)"
+        return [*lines, f"No training logs found under {where}.", ""]
+    backbone_of = dict(zip(frame["run"], frame["backbone"], strict=False))
+    png = plot_losses(losses, backbone_of, out / f"{name}_losses.png", colours)
+    written.append(png)
+    return [*lines, f"Logs of {len(losses)} of {len(names)} run(s) from `{runs}`; colour by backbone.", "",
+            f"![losses]({png.name})", ""]
+
+
+def sources_section(frame: pd.DataFrame, results_csv: Path, decodings: Sequence[str],
+                    command: str | None) -> list[str]:
+    """How to make the report again and what it was made from."""
+    runs = sorted(frame["run"].unique())
+    lines = ["## Sources", "", f"- command: `{command}`" if command else "- command: (called in-process)",
+             f"- results: `{results_csv}`, {frame.attrs.get('csv_rows', len(frame))} row(s), {len(frame)} scored, "
+             f"{frame['dataset'].nunique()} configuration(s),"
+             f" decodings: {', '.join(decodings)}",
+             f"- runs ({len(runs)}): {', '.join(f'`{r}`' for r in runs)}"]
+    return [*lines, ""]
