@@ -22,7 +22,13 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
-from tsfm.serving.schemas import ForecastRequestBase, StreamSchemas, build_schemas, build_stream_schemas
+from tsfm.serving.schemas import (
+    ForecastRequestBase,
+    ForecastSchemas,
+    StreamSchemas,
+    build_schemas,
+    build_stream_schemas,
+)
 from tsfm.serving.timestamps import TimeAxis, TimestampsTooCostly, build_timestamps, check_calendar_cost
 
 MAX_ERRORS = 20  # validation errors listed in one 422 (a 16 MB body can hold a million bad values)
@@ -60,10 +66,14 @@ class RequestSpec:
 
 
 @functools.lru_cache(maxsize=8)
-def _request_class(spec: RequestSpec) -> type[ForecastRequestBase]:
+def _schemas(spec: RequestSpec) -> ForecastSchemas:
     fields = {k: v for k, v in vars(spec).items() if k != "max_calendar_timestamps"}
     fields["model_names"] = list(spec.model_names)
-    return build_schemas(**fields).request
+    return build_schemas(**fields)
+
+
+def _request_class(spec: RequestSpec) -> type[ForecastRequestBase]:
+    return _schemas(spec).request
 
 
 @dataclass
@@ -152,9 +162,11 @@ def render(
 
 @functools.lru_cache(maxsize=8)
 def _stream_schemas(spec: RequestSpec) -> StreamSchemas:
-    fields = {k: v for k, v in vars(spec).items() if k not in ("max_calendar_timestamps", "max_forecast_values")}
-    fields["model_names"] = list(spec.model_names)
-    return build_stream_schemas(**fields)
+    return build_stream_schemas(
+        _schemas(spec), model_names=spec.model_names, max_series_per_request=spec.max_series_per_request,
+        max_points_per_series=spec.max_points_per_series, max_prediction_length=spec.max_prediction_length,
+        max_quantile_levels=spec.max_quantile_levels,
+    )
 
 
 @dataclass

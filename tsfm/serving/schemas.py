@@ -500,21 +500,15 @@ class StreamSchemas(NamedTuple):
 
 
 def build_stream_schemas(
+    base: ForecastSchemas,
     *,
     model_names: Sequence[str],
-    context_length: int,
     max_series_per_request: int,
     max_points_per_series: int,
     max_prediction_length: int,
     max_quantile_levels: int,
-    max_item_id_length: int = 256,
 ) -> StreamSchemas:
-    """The stream request classes of one app, reusing the series and parameter fields of ``build_schemas``."""
-    base = build_schemas(
-        model_names=model_names, context_length=context_length, max_series_per_request=max_series_per_request,
-        max_points_per_series=max_points_per_series, max_prediction_length=max_prediction_length,
-        max_quantile_levels=max_quantile_levels, max_item_id_length=max_item_id_length,
-    )
+    """The stream request classes of one app, reusing the series class of its ``build_schemas`` result."""
     names = tuple(model_names)
     model_type: Any = Literal[names]
     series_class: Any = base.series
