@@ -93,7 +93,7 @@ def _fmt(value: float, digits: int = 3) -> str:
     return "—" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A Markdown table: the first column left-aligned, the others right-aligned."""
     rule = "|" + "|".join(["---", *["--:"] * (len(header) - 1)]) + "|"
     return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(row) + " |" for row in rows)]
@@ -142,7 +142,7 @@ def markdown_report(
             else:
                 cells.append("—")
         rows.append(cells)
-    out += [*_table(["configuration", "domain", "variates", *models], rows), ""]
+    out += [*markdown_table(["configuration", "domain", "variates", *models], rows), ""]
 
     out += ["## Normalised by Seasonal Naive (MASE / CRPS)", ""]
     ratios = norm.set_index(["dataset", "model"])
@@ -166,7 +166,7 @@ def markdown_report(
             for m in others
         ]
     )
-    out += [*_table(["configuration", *others], rows), ""]
+    out += [*markdown_table(["configuration", *others], rows), ""]
 
     out += ["## Normalised geometric means", ""]
     terms = [t for t in ("short", "medium", "long") if any(t in s for s in summary.values())]
@@ -181,7 +181,7 @@ def markdown_report(
             [m, n, _fmt(s["overall"]["MASE"]), _fmt(s["overall"]["CRPS"])]
             + [f"{_fmt(s[t]['MASE'])} / {_fmt(s[t]['CRPS'])} ({s[t]['n']})" if t in s else "—" for t in terms]
         )
-    out += [*_table(header, rows), ""]
+    out += [*markdown_table(header, rows), ""]
 
     baselines = [b for b in BASELINE_ORDER if b in models]
     out += ["## Win rates against each baseline (MASE / CRPS)", ""]
@@ -195,7 +195,7 @@ def markdown_report(
         ]
         for m in models
     ]
-    out += [*_table(["model", *(f"vs {b}" for b in baselines)], rows), ""]
+    out += [*markdown_table(["model", *(f"vs {b}" for b in baselines)], rows), ""]
 
     out += _anchors_section(results)
     out += _runs_section(runs, models, command)
@@ -235,7 +235,7 @@ def _anchors_section(results: pd.DataFrame) -> list[str]:
         "version of the dataset, so the ETT rows show how much that version moves the baselines, not a comparison "
         "of models.",
         "",
-        *_table(["configuration", "data", "model", "ours", "GIFT-Eval"], rows),
+        *markdown_table(["configuration", "data", "model", "ours", "GIFT-Eval"], rows),
         "",
     ]
 
@@ -261,7 +261,7 @@ def _runs_section(runs: dict[str, dict[str, Any]], models: Sequence[str], comman
     baseline_seconds = [runs[m]["wall_seconds"] for m in BASELINE_ORDER if m in runs and "wall_seconds" in runs[m]]
     if len(baseline_seconds) > 1:
         rows.append(["**baselines together**", "", f"**{sum(baseline_seconds):.1f}**", ""])
-    out += [*_table(["model", "configs", "wall time (s)", "settings"], rows), ""]
+    out += [*markdown_table(["model", "configs", "wall time (s)", "settings"], rows), ""]
     machine = any_run.get("machine", {})
     if machine:
         out += [
@@ -289,7 +289,8 @@ _SETTING_KEYS = (
 # ------------------------------------------------------------------------------------------------ plots
 
 
-def _figure(width: float, height: float) -> Any:
+def agg_figure(width: float, height: float) -> Any:
+    """An Agg-backed figure (no pyplot state touched, so reports can be drawn from threads and tests)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -305,7 +306,7 @@ def plot_normalised(norm: pd.DataFrame, path: Path) -> Path:
 
     models = [m for m in model_order(norm["model"]) if m != NORMALISER]
     keys = list(dict.fromkeys(norm["dataset"]))
-    fig = _figure(max(10.0, 0.42 * len(keys) + 2), 8)
+    fig = agg_figure(max(10.0, 0.42 * len(keys) + 2), 8)
     axes = fig.subplots(2, 1, sharex=True)
     width = 0.8 / max(len(models), 1)
     x = np.arange(len(keys))
@@ -352,7 +353,7 @@ def plot_examples(
     """One row per configuration, one column per model: the last test window of the first series, its history,
     the median and the 10-90 / 20-80 / 30-70 % bands."""
     runners = [eval_model(m, device=device) for m in models]
-    fig = _figure(4.2 * len(runners), 2.6 * len(configs))
+    fig = agg_figure(4.2 * len(runners), 2.6 * len(configs))
     axes = np.atleast_2d(fig.subplots(len(configs), len(runners), squeeze=False))
     for row, (name, term) in enumerate(configs):
         ds = GiftEvalDataset.per_variate(name, term, root=benchmark)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .evaluate.aggregate import geometric_mean
+from .report import agg_figure, markdown_table
 
 __all__ = [
     "CLAIM_BACKBONE",
@@ -169,13 +170,6 @@ def leader(cells: pd.DataFrame, metric: str) -> tuple[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------------------- markdown
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """A GitHub-Markdown table (no ``tabulate`` dependency)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def format_cell(row: pd.Series, metric: str) -> str:
@@ -388,11 +382,7 @@ def _format_value(value: object) -> str:
 
 def _figure(ncols: int, width: float = 5.0, height: float = 4.0) -> tuple[object, list[object]]:
     """An Agg-backed figure with ``ncols`` axes side by side (no pyplot state touched)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width * ncols, height))
-    FigureCanvasAgg(fig)
+    fig = agg_figure(width * ncols, height)
     return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
 
 
