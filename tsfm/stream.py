@@ -51,7 +51,6 @@ from torch.utils import _pytree as pytree
 from tsfm import graphed_step
 from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
-from tsfm.graphed_step import GraphedPatchStep
 from tsfm.model import Forecaster
 from tsfm.patching import patch_tokens
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale
@@ -319,7 +318,7 @@ class Stream:
         scaled = apply_scale(raw, ScaleParams(self._loc[idx], self._scale[idx]))
         if self.cuda_graphs and count == 1 and len(index) == len(self._tails):  # every series, in order
             if self._graphed is None:
-                self._graphed = GraphedPatchStep(self.model, self._state)
+                self._graphed = graphed_step.GraphedPatchStep(self.model, self._state)
             # the state returned is the graph's buffers: safe to keep, as nothing writes a stream's state in place
             self._last, self._state = self._graphed(scaled, self._state)
             return
