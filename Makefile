@@ -42,9 +42,9 @@ lint: $(STAMP)
 bench-cpu: $(STAMP)
 	$(PY) -m benchmarks.predict_cpu
 
-# The exact training of tsfm/models/default. It NEEDS AN NVIDIA GPU (H200: 25 minutes of training over four runs,
+# The exact training of tsfm/models/default. It NEEDS AN NVIDIA GPU (H200: 46 minutes of training over seven runs,
 # torch.compile, bf16): the pretraining corpus is capped as on the device (scripts/device/pretrain_many.sh ran the same
-# `tsfm train` commands, one device call each), a first run from scratch, then three continued from the previous one's
+# `tsfm train` commands, one device call each), a first run from scratch, then six continued from the previous one's
 # weights (--init-from: fresh optimizer, lower peak rate, new seed); the last is stored in bf16 with masked decoding
 # (scripts/ship_default.py). On a CPU it would take days; `make train-default-cpu` is the earlier 1M CPU recipe.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
@@ -60,7 +60,13 @@ train-default: $(STAMP)
 		--learning-rate 3e-4 --warmup-steps 100 --out runs/cont2
 	$(TRAIN_DEFAULT) --init-from runs/cont2/model --seed 3 --steps 2000 --max-minutes 4.2 \
 		--learning-rate 2e-4 --warmup-steps 100 --out runs/cont3
-	$(VENV)/bin/python scripts/ship_default.py runs/cont3/model tsfm/models/default --decoding masked
+	$(TRAIN_DEFAULT) --init-from runs/cont3/model --seed 4 --steps 3500 --max-minutes 7.4 \
+		--learning-rate 2e-4 --warmup-steps 100 --out runs/cont4
+	$(TRAIN_DEFAULT) --init-from runs/cont4/model --seed 5 --steps 3500 --max-minutes 7.4 \
+		--learning-rate 2e-4 --warmup-steps 100 --out runs/cont5
+	$(TRAIN_DEFAULT) --init-from runs/cont5/model --seed 6 --steps 3500 --max-minutes 7.2 \
+		--learning-rate 1.5e-4 --warmup-steps 100 --out runs/cont6
+	$(VENV)/bin/python scripts/ship_default.py runs/cont6/model tsfm/models/default --decoding masked
 
 train-default-cpu: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
