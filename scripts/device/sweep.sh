@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One GPU-machine call of the scaling sweep (issue 12): `tsfm sweep` into reports/sweep, runs side by side, then
+# the sweep folder packed into $OUT (rows, provenance, configs, logs; no weights or Lightning checkpoints).
+#
+#   PARALLEL=4 MINUTES=8 bash scripts/device/sweep.sh --backbones 'xlstm[3:1],mamba2,gdn' --presets 1M,3M,10M
+#
+# Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py). reports/sweep travels
+# with the working tree: its results.csv says which runs are finished, so a fresh machine skips them; a run left
+# unfinished by MINUTES resumes from its Lightning checkpoint on a warm machine (the next call within the idle
+# release) and starts again on a fresh one. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's
+# runs into reports/sweep, then `tsfm report --sweep reports/sweep/results.csv --out reports` writes the report.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+PARALLEL=${PARALLEL:-4}; MINUTES=${MINUTES:?set MINUTES (time budget per run in this call)}
+SWEEP=${SWEEP:-reports/sweep}
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+started=$(date +%s)
+python3 -m tsfm sweep --out "$SWEEP" --real-data data/device/pretrain --benchmark data/device/benchmark \
+    --parallel "$PARALLEL" --max-minutes "$MINUTES" "$@"
+status=$?
+echo "sweep call: $(( $(date +%s) - started )) s, exit $status"
+nvidia-smi --query-gpu=memory.used --format=csv,noheader
+# runs with rows in results.csv (finished): one line each, and only they are packed (with sweep.json, results.csv
+# and every run's log), so a run stopped by MINUTES never reaches reports/sweep half-trained
+python3 - "$SWEEP" "$OUT/sweep.tgz" <<'PY'
+import csv, json, sys, tarfile
+from pathlib import Path
+sweep, target = Path(sys.argv[1]), sys.argv[2]
+results = sweep / "results.csv"
+finished = sorted({row["run"] for row in csv.DictReader(results.open())}) if results.is_file() else []
+for name in finished:
+    d = json.loads((sweep / "runs" / name / "provenance.json").read_text())
+    print(name, {k: d.get(k) for k in ("steps", "tokens_seen", "train_seconds", "best_val_loss")},
+          f"tokens/s {d['tokens_seen'] / max(d['train_seconds'], 1e-9):.0f}")
+skip = {"checkpoints"}
+with tarfile.open(target, "w:gz") as tar:
+    for path in [sweep / "sweep.json", results, *sorted((sweep / "runs").glob("*.log"))]:
+        if path.is_file():
+            tar.add(path, arcname=str(path.relative_to(sweep.parent)))
+    for name in finished:
+        for path in sorted((sweep / "runs" / name).rglob("*")):
+            if path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and not skip & set(path.parts):
+                tar.add(path, arcname=str(path.relative_to(sweep.parent)))
+print(f"packed {len(finished)} finished run(s) into {target}")
+PY
+ls -la "$OUT"
+exit $status
