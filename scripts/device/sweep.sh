@@ -4,6 +4,8 @@
 #
 #   PARALLEL=4 MINUTES=8 bash scripts/device/sweep.sh --backbones 'xlstm[3:1],mamba2,gdn' --presets 1M,3M,10M
 #
+# MINUTES is each run's training budget in this call; BUDGET_SECONDS (default 540) bounds the whole sweep command.
+#
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py). reports/sweep travels
 # with the working tree: its results.csv says which runs are finished, so a fresh machine skips them; a run left
 # unfinished by MINUTES resumes from its Lightning checkpoint on a warm machine (the next call within the idle
@@ -14,11 +16,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     || exit 1
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
 PARALLEL=${PARALLEL:-4}; MINUTES=${MINUTES:?set MINUTES (time budget per run in this call)}
-SWEEP=${SWEEP:-reports/sweep}
+SWEEP=${SWEEP:-reports/sweep}; BUDGET_SECONDS=${BUDGET_SECONDS:-540}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 started=$(date +%s)
-python3 -m tsfm sweep --out "$SWEEP" --real-data data/device/pretrain --benchmark data/device/benchmark \
-    --parallel "$PARALLEL" --max-minutes "$MINUTES" "$@"
+# MINUTES stops each run cleanly (a Lightning checkpoint to resume from); the timeout is the backstop that keeps the
+# packing below inside the call's 600 s when runs queue behind each other (it signals every process of the sweep)
+timeout --kill-after=15 "$BUDGET_SECONDS" python3 -m tsfm sweep --out "$SWEEP" --real-data data/device/pretrain \
+    --benchmark data/device/benchmark --parallel "$PARALLEL" --max-minutes "$MINUTES" "$@"
 status=$?
 echo "sweep call: $(( $(date +%s) - started )) s, exit $status"
 nvidia-smi --query-gpu=memory.used --format=csv,noheader
