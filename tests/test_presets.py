@@ -27,3 +27,17 @@ def test_count_is_everything():
 
     config = preset_config("transformer", "1M")
     assert config_num_parameters(config) == sum(p.numel() for p in Forecaster(config).parameters())
+
+
+def test_the_20M_preset_fits_the_shipped_models_size_cap():
+    """20M is the largest preset whose bf16 weights fit the 40 MiB the repository allows a shipped model (the 10M
+    default's successor); every backbone must fit, not only the default's."""
+    for spec in STANDARD_SPECS:
+        params = config_num_parameters(preset_config(spec, "20M"))
+        assert params * 2 <= 40 * 2**20, f"{spec}: {params:,} parameters are {params * 2 / 2**20:.1f} MiB in bf16"
+
+
+def test_every_preset_has_a_sweep_recipe():
+    from tsfm.pipelines.sweep import RECIPES
+
+    assert list(RECIPES) == list(PRESET_TARGETS)

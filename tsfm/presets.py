@@ -1,4 +1,4 @@
-"""Scale presets: 1M, 3M, 10M, 40M, 80M parameters for every backbone, matched within ±10% counting everything.
+"""Scale presets: 1M, 3M, 10M, 20M, 40M, 80M parameters for every backbone, matched within ±10% counting everything.
 
 Every backbone at a given preset has the same depth, head width and context; only the model width ``d_model`` and
 the FFN width (``ffn_mult``) are chosen per backbone so the *total* parameter count (embedding, backbone, head,
@@ -16,8 +16,8 @@ import torch
 
 from tsfm.config import ModelConfig
 
-PRESET_TARGETS: dict[str, int] = {"1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000, "40M": 40_000_000,
-                                  "80M": 80_000_000}
+PRESET_TARGETS: dict[str, int] = {"1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000, "20M": 20_000_000,
+                                  "40M": 40_000_000, "80M": 80_000_000}
 TOLERANCE = 0.10
 
 
@@ -33,6 +33,7 @@ PRESET_SHAPES: dict[str, PresetShape] = {
     "1M": PresetShape(n_layers=4, head_dim=32),
     "3M": PresetShape(n_layers=8, head_dim=32),
     "10M": PresetShape(n_layers=8, head_dim=64),
+    "20M": PresetShape(n_layers=10, head_dim=64),
     "40M": PresetShape(n_layers=12, head_dim=64),
     "80M": PresetShape(n_layers=16, head_dim=64),
 }
@@ -45,41 +46,49 @@ PRESET_TABLE: dict[tuple[str, str], tuple[int, float]] = {
     ("xlstm[3:1]", "1M"): (128, 2.5),
     ("xlstm[3:1]", "3M"): (160, 3.0),
     ("xlstm[3:1]", "10M"): (320, 2.25),
+    ("xlstm[3:1]", "20M"): (384, 2.75),
     ("xlstm[3:1]", "40M"): (576, 1.75),
     ("xlstm[3:1]", "80M"): (640, 2.5),
     ("xlstm[1:0]", "1M"): (128, 2.25),
     ("xlstm[1:0]", "3M"): (160, 2.75),
     ("xlstm[1:0]", "10M"): (320, 2.0),
+    ("xlstm[1:0]", "20M"): (384, 2.5),
     ("xlstm[1:0]", "40M"): (576, 1.5),
     ("xlstm[1:0]", "80M"): (640, 2.25),
     ("xlstm[1:1]", "1M"): (128, 2.75),
     ("xlstm[1:1]", "3M"): (192, 1.75),
     ("xlstm[1:1]", "10M"): (320, 2.5),
+    ("xlstm[1:1]", "20M"): (384, 3.0),
     ("xlstm[1:1]", "40M"): (576, 2.0),
     ("xlstm[1:1]", "80M"): (576, 3.75),
     ("xlstm[0:1]", "1M"): (128, 3.0),
     ("xlstm[0:1]", "3M"): (192, 2.25),
     ("xlstm[0:1]", "10M"): (384, 1.75),
+    ("xlstm[0:1]", "20M"): (384, 3.5),
     ("xlstm[0:1]", "40M"): (704, 1.5),
     ("xlstm[0:1]", "80M"): (832, 1.75),
     ("mamba2", "1M"): (128, 1.75),
     ("mamba2", "3M"): (160, 2.0),
     ("mamba2", "10M"): (256, 3.75),
+    ("mamba2", "20M"): (384, 2.25),
     ("mamba2", "40M"): (448, 3.25),
     ("mamba2", "80M"): (576, 2.75),
     ("gdn", "1M"): (128, 1.5),
     ("gdn", "3M"): (160, 1.75),
     ("gdn", "10M"): (256, 3.25),
+    ("gdn", "20M"): (320, 3.5),
     ("gdn", "40M"): (448, 2.75),
     ("gdn", "80M"): (576, 2.25),
     ("gdn[neg_eigval]", "1M"): (128, 1.5),
     ("gdn[neg_eigval]", "3M"): (160, 1.75),
     ("gdn[neg_eigval]", "10M"): (256, 3.25),
+    ("gdn[neg_eigval]", "20M"): (320, 3.5),
     ("gdn[neg_eigval]", "40M"): (448, 2.75),
     ("gdn[neg_eigval]", "80M"): (576, 2.25),
     ("transformer", "1M"): (128, 2.75),
     ("transformer", "3M"): (160, 3.0),
     ("transformer", "10M"): (320, 2.5),
+    ("transformer", "20M"): (384, 3.0),
     ("transformer", "40M"): (512, 2.75),
     ("transformer", "80M"): (576, 3.5),
 }
@@ -122,7 +131,8 @@ def solve_preset(backbone: str, preset: str) -> tuple[int, float]:
 
 
 def preset_config(backbone: str, preset: str, **overrides) -> ModelConfig:
-    """The ModelConfig of ``backbone`` at scale ``preset`` (``"1M"``, ``"3M"``, ``"10M"``, ``"40M"``, ``"80M"``).
+    """The ModelConfig of ``backbone`` at scale ``preset`` (``"1M"``, ``"3M"``, ``"10M"``, ``"20M"``, ``"40M"``,
+    ``"80M"``).
 
     ``overrides`` set other fields (context_length, chunk_size, ...); they must not change the parameter count.
     """

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     "--out already holds a checkpoint. Writes OUT/model (a tsfm checkpoint), OUT/checkpoints, OUT/logs, OUT/loss.png.",
     arg("--backbone", default=None,
         help="registered backbone spec, e.g. xlstm[3:1], mamba2, gdn[neg_eigval] (default: xlstm[3:1])"),
-    arg("--preset", default=None, help="scale preset: 1M, 3M, 10M, 40M or 80M (default: 1M)"),
+    arg("--preset", default=None, help="scale preset: 1M, 3M, 10M, 20M, 40M or 80M (default: 1M)"),
     arg("--init-from", default=None,
         help="start from this checkpoint's weights (a built-in name or a folder) with a fresh optimizer and "
              "schedule: fine-tuning, or continued pretraining; the model settings come from it"),

@@ -57,6 +57,7 @@ RECIPES: dict[str, Recipe] = {
     "1M": Recipe(batch_size=256, learning_rate=2e-3, tokens=12e6),
     "3M": Recipe(batch_size=256, learning_rate=1.5e-3, tokens=30e6),
     "10M": Recipe(batch_size=512, learning_rate=1e-3, tokens=80e6),
+    "20M": Recipe(batch_size=512, learning_rate=8e-4, tokens=130e6),  # not in the study's five; the default's size cap
     "40M": Recipe(batch_size=512, learning_rate=6e-4, tokens=200e6),
     "80M": Recipe(batch_size=512, learning_rate=4e-4, tokens=320e6),
 }
