@@ -21,14 +21,15 @@ Every attack is bounded in count (``MAX``) and in time (the phase), loopback onl
     abandon         max_work requests whose client disconnects after 0.5 s (their work is cancelled)
 
     python benchmarks/serve_abuse.py [--duration 30] [--clients 16] [--model default|PATH] [--warmup 5]
-                                     [--attacks all|name,name] [--no-write]
+                                     [--attacks all|name,name] [--attacker-nice 0-19] [--no-write]
 
 Writes the raw rows (one per request: phase, kind, start offset, latency, status) to
 ``benchmarks/results/serve_abuse-<date>.csv`` and appends the tables, with the command and machine, to
 ``benchmarks/RESULTS.md``. The attacks run in a process of their own, as remote attackers would: in the
 well-behaved clients' event loop, the attack code's own work (sending 16 MB bodies, 400 slow sockets) delayed their
 requests and was counted as server latency. Both share the machine with the server, so on a small machine the
-attack clients' CPU use is still part of what the well-behaved clients feel.
+attack clients' CPU use is still part of what the well-behaved clients feel; ``--attacker-nice 19`` runs the attack
+process at the lowest CPU priority, nearer remote attackers (the server's own work for the attacks is unchanged).
 """
 
 from __future__ import annotations
@@ -233,9 +234,12 @@ def attack_bodies() -> dict[str, bytes]:
 
 
 def attacker_process(base: str, port: int, names: list[str], seconds: float, origin: float, ready: Any, go: Any,
-                     results: Any) -> None:
+                     results: Any, niceness: int = 0) -> None:
     """The attack phase in its own process: build the bodies, say ready, wait for the start, send the rows back.
-    ``time.perf_counter`` is the system-wide monotonic clock on Linux, so ``origin`` is shared with the parent."""
+    ``time.perf_counter`` is the system-wide monotonic clock on Linux, so ``origin`` is shared with the parent.
+    ``niceness`` > 0 lowers this process's CPU priority (``--attacker-nice``)."""
+    if niceness:
+        os.nice(niceness)
     bodies = attack_bodies()
     ready.set()
     go.wait()
@@ -322,6 +326,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds of calm load first")
     parser.add_argument("--attacks", default="all", help=f"comma-separated subset of {','.join(ATTACKS)}")
     parser.add_argument("--no-write", action="store_true", help="print only; write neither CSV nor RESULTS.md")
+    parser.add_argument("--attacker-nice", type=int, default=0, choices=range(20), metavar="0-19",
+                        help="CPU niceness of the attack process (default 0: same priority as the server); 19 "
+                        "approximates remote attackers, whose sending costs the server's machine nothing")
     args = parser.parse_args()
     names = list(ATTACKS) if args.attacks == "all" else [n.strip() for n in args.attacks.split(",")]
     unknown = set(names) - set(ATTACKS)
@@ -350,7 +357,8 @@ def main() -> None:
         spawn = multiprocessing.get_context("spawn")
         ready, go, results = spawn.Event(), spawn.Event(), spawn.Queue()
         attacker = spawn.Process(target=attacker_process,
-                                 args=(base, port, names, args.duration, origin, ready, go, results), daemon=True)
+                                 args=(base, port, names, args.duration, origin, ready, go, results,
+                                       args.attacker_nice), daemon=True)
         attacker.start()
         if not ready.wait(timeout=300):
             sys.exit("error: the attack process did not get ready in 300 s")
@@ -395,7 +403,8 @@ def main() -> None:
         f"attacks ({date.today().isoformat()})\n\n"
         f"Command: `{command}`. Model: `{args.model}`. {args.duration:g} s per phase after {args.warmup:g} s of "
         f"warm-up; one `tsfm serve` process (1 worker, API key set, default limits), the well-behaved clients "
-        f"in a second process and the attacks in a third, on the same machine. Well-behaved request: 10 series "
+        f"in a second process and the attacks in a third (niceness {args.attacker_nice}), on the same machine. "
+        f"Well-behaved request: 10 series "
         f"x 512 points, horizon 48. Raw rows: "
         f"`{raw.relative_to(REPO)}`. Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}.\n\n"
