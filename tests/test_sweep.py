@@ -19,7 +19,16 @@ from tsfm.cli import main
 from tsfm.pipelines.data.build import build_benchmark
 from tsfm.pipelines.data.gift_format import write_dataset
 from tsfm.pipelines.data.paths import raw_dir
-from tsfm.pipelines.sweep import Recipe, SweepError, SweepRun, SweepSettings, _configs, plan_runs, run_sweep
+from tsfm.pipelines.sweep import (
+    Recipe,
+    SweepError,
+    SweepRun,
+    SweepSettings,
+    _child_env,
+    _configs,
+    plan_runs,
+    run_sweep,
+)
 from tsfm.pipelines.train import train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,3 +166,12 @@ def test_cli_sweep_reports_bad_input(tmp_path, capsys):
     assert "unknown backbone" in capsys.readouterr().err
     assert main(["sweep", "--tokens", "9M=1", "--out", str(tmp_path), "--benchmark", str(tmp_path)]) == 2
     assert "--tokens" in capsys.readouterr().err
+
+
+def test_side_by_side_runs_share_the_host_cores(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert _child_env(6)["OMP_NUM_THREADS"] == "2"
+    assert _child_env(32)["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the caller's choice wins
+    assert _child_env(6)["OMP_NUM_THREADS"] == "3"

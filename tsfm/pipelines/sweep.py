@@ -273,6 +273,14 @@ def _child_command(run: SweepRun, settings: SweepSettings) -> list[str]:
     return [sys.executable, "-m", "tsfm.pipelines.sweep", "--one", json.dumps(payload)]
 
 
+def _child_env(parallel: int) -> dict[str, str]:
+    """The environment of a side-by-side run: the host's cores shared out (``OMP_NUM_THREADS``, unless the caller set
+    it), since each of ``parallel`` processes would otherwise start one CPU thread per core for its host-side work
+    (scoring, metrics) and oversubscribe the host N-fold."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return {"OMP_NUM_THREADS": str(max(1, cores // max(1, parallel))), **os.environ}
+
+
 def _settings_from(payload: dict[str, Any]) -> SweepSettings:
     raw = dict(payload)
     recipes = {k: Recipe(**v) for k, v in raw.pop("recipes").items()}
@@ -314,13 +322,14 @@ def run_sweep(runs: Sequence[SweepRun], settings: SweepSettings, *, parallel: in
         return finished
     pending = list(todo)
     active: dict[str, subprocess.Popen] = {}
+    env = _child_env(parallel)
     while pending or active:
         while pending and len(active) < parallel:
             run = pending.pop(0)
             log = settings.out / "runs" / f"{run.name}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             with open(log, "a") as fh:
-                active[run.name] = subprocess.Popen(_child_command(run, settings), stdout=fh, stderr=fh)
+                active[run.name] = subprocess.Popen(_child_command(run, settings), stdout=fh, stderr=fh, env=env)
         time.sleep(1.0)
         for name, proc in list(active.items()):
             if proc.poll() is None:
