@@ -6,8 +6,10 @@
 #   MINUTES=6 STEPS=10000 bash scripts/device/pretrain_many.sh runs.txt -- --preset 10M --batch-size 1024 ...
 #
 # runs.txt: one run per line, "NAME extra tsfm-train arguments" (arguments after -- are shared by every run).
-# Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py).
+# Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
+# gzipped (scripts/device/pack_carry.sh data/device runs/NAME/model: more fits under the 64 MiB limit).
 set -uo pipefail
+if [ -f .carry/carry.tgz ]; then tar xzf .carry/carry.tgz || exit 1; fi  # scripts/device/pack_carry.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
