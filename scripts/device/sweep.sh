@@ -7,10 +7,9 @@
 # MINUTES is each run's training budget in this call; BUDGET_SECONDS (default 540) bounds the whole sweep command.
 #
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py; or gzipped in .carry by
-# scripts/device/pack_carry.sh). reports/sweep travels
-# with the working tree: its results.csv says which runs are finished, so a fresh machine skips them; a run left
-# unfinished by MINUTES resumes from its Lightning checkpoint on a warm machine (the next call within the idle
-# release) and starts again on a fresh one. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's
+# scripts/device/pack_carry.sh). reports/sweep travels with the working tree: its results.csv says which runs are
+# finished, so a fresh machine skips them; a run left unfinished by MINUTES resumes from its Lightning checkpoint on a
+# warm machine (the next call within the idle release) and starts again on a fresh one. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's
 # runs into reports/sweep, then `tsfm report --sweep reports/sweep/results.csv --out reports` writes the report.
 set -uo pipefail
 if [ -f .carry/carry.tgz ]; then tar xzf .carry/carry.tgz || exit 1; fi  # scripts/device/pack_carry.sh
