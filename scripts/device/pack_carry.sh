@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pack ignored paths a device call needs into .carry/carry.tgz, to carry more under the 64 MiB transfer limit:
-# data/device gzips from 19.3 to 7.7 MB, bf16 weights by about a fifth. The device scripts (pretrain_many.sh,
-# sweep.sh) unpack .carry/carry.tgz into the repository root before anything else.
+# data/device gzips from 19.3 to 7.7 MB, bf16 weights by about a fifth. The device scripts unpack it into the
+# repository root before anything else (scripts/device/setup.sh).
 #
 #   bash scripts/device/pack_carry.sh data/device runs/x01h-20m/model    # then carry [".whl", ".carry"]
 set -euo pipefail

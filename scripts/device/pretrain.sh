@@ -6,12 +6,10 @@
 #
 #   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 BENCH_STEP=1 EVAL_SECONDS=240 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
 #
-# Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py). Everything after the
-# variables is passed to `tsfm train`.
+# Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
+# gzipped (scripts/device/pack_carry.sh). Everything after the variables is passed to `tsfm train`.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
-export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 RUN=${RUN:?set RUN}; MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
 mkdir -p "$OUT/pack"
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader

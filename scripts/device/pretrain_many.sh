@@ -9,10 +9,7 @@
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
 # gzipped (scripts/device/pack_carry.sh data/device runs/NAME/model: more fits under the 64 MiB limit).
 set -uo pipefail
-if [ -f .carry/carry.tgz ]; then tar xzf .carry/carry.tgz || exit 1; fi  # scripts/device/pack_carry.sh
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
-export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
 RUNS_FILE=$1; shift; [ "${1:-}" = "--" ] && shift
 mkdir -p "$OUT/pack"

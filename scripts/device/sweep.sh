@@ -12,10 +12,7 @@
 # warm machine (the next call within the idle release) and starts again on a fresh one. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's
 # runs into reports/sweep, then `tsfm report --sweep reports/sweep/results.csv --out reports` writes the report.
 set -uo pipefail
-if [ -f .carry/carry.tgz ]; then tar xzf .carry/carry.tgz || exit 1; fi  # scripts/device/pack_carry.sh
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
-export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 PARALLEL=${PARALLEL:-4}; MINUTES=${MINUTES:?set MINUTES (time budget per run in this call)}
 SWEEP=${SWEEP:-reports/sweep}; BUDGET_SECONDS=${BUDGET_SECONDS:-540}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
