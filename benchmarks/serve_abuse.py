@@ -10,7 +10,7 @@ per phase, the size of ``/metrics`` before and after, and how long the slow conn
 Every attack is bounded in count (``MAX``) and in time (the phase), loopback only:
 
     calendar        1,000 business-hour series, 184 distinct starts, horizon 1,024 (422 by the cost cap)
-    calendar_ok     48 distinct business-hour ends x horizon 1,024: in the cap, built on the parse thread (200)
+    calendar_ok     48 distinct business-hour ends x horizon 1,024: in the cap, written in the helper process (200)
     huge_answer     1,000 series x horizon 1,024 x 99 levels (a 25 kB body; 422 by the answer cap)
     big_invalid     a 16 MB body with one bad value at its end (422, short)
     no_key          16 MB bodies without the key (401 before the body is read)

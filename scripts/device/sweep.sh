@@ -36,14 +36,13 @@ for name in finished:
     d = json.loads((sweep / "runs" / name / "provenance.json").read_text())
     print(name, {k: d.get(k) for k in ("steps", "tokens_seen", "train_seconds", "best_val_loss")},
           f"tokens/s {d['tokens_seen'] / max(d['train_seconds'], 1e-9):.0f}")
-skip = {"checkpoints"}
 with tarfile.open(target, "w:gz") as tar:
     for path in [sweep / "sweep.json", results, *sorted((sweep / "runs").glob("*.log"))]:
         if path.is_file():
             tar.add(path, arcname=str(path.relative_to(sweep.parent)))
     for name in finished:
         for path in sorted((sweep / "runs" / name).rglob("*")):
-            if path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and not skip & set(path.parts):
+            if path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and "checkpoints" not in path.parts:
                 tar.add(path, arcname=str(path.relative_to(sweep.parent)))
 print(f"packed {len(finished)} finished run(s) into {target}")
 PY

@@ -97,4 +97,3 @@ def with_decoding(spec: str | Path, decoding: str, folder: Path) -> Path:
     config["model"]["decoding"] = decoding
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return folder
-
