@@ -7,14 +7,20 @@
 # MINUTES is each run's training budget in this call; BUDGET_SECONDS (default 540) bounds the whole sweep command.
 #
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py; or gzipped in .carry by
-# scripts/device/pack_carry.sh). reports/sweep travels with the working tree: its results.csv says which runs are
-# finished, so a fresh machine skips them; a run left unfinished by MINUTES resumes from its Lightning checkpoint on a
-# warm machine (the next call within the idle release) and starts again on a fresh one. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's
-# runs into reports/sweep, then `tsfm report --sweep reports/sweep/results.csv --out reports` writes the report.
+# scripts/device/pack_carry.sh). The sweep runs in runs/sweep on the device: runs/ is git-ignored, so a warm machine
+# keeps it between calls and a run left unfinished by MINUTES resumes from its Lightning checkpoint in the next call
+# within the idle release (a folder that git does not ignore is replaced by this machine's copy at every call, which
+# threw such checkpoints away). A fresh machine seeds runs/sweep from the committed reports/sweep, whose results.csv
+# says which runs are finished, so they are skipped. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the
+# call's finished runs into reports/sweep, then `tsfm report --sweep reports/sweep/results.csv --out reports` writes
+# the report.
 set -uo pipefail
 source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 PARALLEL=${PARALLEL:-4}; MINUTES=${MINUTES:?set MINUTES (time budget per run in this call)}
-SWEEP=${SWEEP:-reports/sweep}; BUDGET_SECONDS=${BUDGET_SECONDS:-540}
+SWEEP=${SWEEP:-runs/sweep}; BUDGET_SECONDS=${BUDGET_SECONDS:-540}
+if [ ! -f "$SWEEP/sweep.json" ] && [ -f reports/sweep/sweep.json ]; then
+    mkdir -p "$SWEEP" && cp -r reports/sweep/. "$SWEEP/" && echo "seeded $SWEEP from reports/sweep"
+fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 started=$(date +%s)
 # MINUTES stops each run cleanly (a Lightning checkpoint to resume from); the timeout is the backstop that keeps the
@@ -39,11 +45,11 @@ for name in finished:
 with tarfile.open(target, "w:gz") as tar:
     for path in [sweep / "sweep.json", results, *sorted((sweep / "runs").glob("*.log"))]:
         if path.is_file():
-            tar.add(path, arcname=str(path.relative_to(sweep.parent)))
+            tar.add(path, arcname=str(Path("sweep") / path.relative_to(sweep)))
     for name in finished:
         for path in sorted((sweep / "runs" / name).rglob("*")):
             if path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and "checkpoints" not in path.parts:
-                tar.add(path, arcname=str(path.relative_to(sweep.parent)))
+                tar.add(path, arcname=str(Path("sweep") / path.relative_to(sweep)))
 print(f"packed {len(finished)} finished run(s) into {target}")
 PY
 ls -la "$OUT"
