@@ -161,6 +161,28 @@ def test_init_from_another_model_is_refused_before_compute(tmp_path):
     assert not (tmp_path / "child").exists()
 
 
+def test_init_from_may_grow_the_model_by_the_seasonal_hint(tmp_path, capsys):
+    """The one change a child may make to its parent's model: the hint's embedding is added (at zero), every other
+    weight comes from the parent. The command line does the same with --seasonal-hint."""
+    common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
+    parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", **common)
+    seen: list[dict[str, torch.Tensor]] = []
+
+    class _FirstWeights(L.Callback):
+        def on_train_start(self, trainer, module) -> None:
+            seen.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
+
+    child = train(tiny_model().replace(seasonal_hint=True), tiny_run(steps=2), tmp_path / "child",
+                  init_from=parent, callbacks=[_FirstWeights()], **common)
+    start = load_model(parent).state_dict()
+    torch.testing.assert_close({k: v for k, v in seen[0].items() if k in start}, start)
+    assert all(not v.any() for k, v in seen[0].items() if k.startswith(("hint.out", "hint.residual")))
+    assert load_model(child).config.seasonal_hint
+    assert main(["train", "--out", str(tmp_path / "m"), "--init-from", str(parent), "--seasonal-hint", "--steps",
+                 "2", "--batch-size", "4", "--context-length", "64", "--pool-size", "16", "--accelerator", "cpu"]) == 0
+    assert json.loads((tmp_path / "m" / "model" / "config.json").read_text())["model"]["seasonal_hint"] is True
+
+
 def test_cli_init_from_takes_the_model_from_the_checkpoint(tmp_path, capsys):
     parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", real=corpus(12, 0), prior=walk_prior,
                    progress=False)

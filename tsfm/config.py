@@ -41,6 +41,10 @@ class ModelConfig:
         horizon_embedding: add a learned embedding of the horizon index (1st, 2nd, ... masked future token) to
             the masked future tokens. Without it every future token has the same input, and a recurrent backbone
             must tell the 2nd future patch from the 10th by its state alone.
+        seasonal_hint: give each masked future token the Seasonal-Naive values of its patch (the last season of
+            the context repeated, the period read from the context by :func:`tsfm.seasonality.detect_period`)
+            through an embedding of its own that starts at zero, so a model grown from one without the hint
+            starts out computing the same function.
         decoding: how forecasts past the first output patch are made. ``"masked"`` (DESIGN §2.3): one pass,
             masked future tokens forecast every patch. ``"autoregressive"``: the median path is fed back patch by
             patch (one recurrent step per patch from the backbone's carried state, the window re-read with a
@@ -62,6 +66,7 @@ class ModelConfig:
     train_horizon_patches: int = 4
     mlp_hidden_mult: float = 2.0
     horizon_embedding: bool = False
+    seasonal_hint: bool = False
     decoding: str = "masked"
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -18,8 +18,10 @@ from torch import nn
 from tsfm.backbones import build_backbone
 from tsfm.config import DECODINGS, ModelConfig
 from tsfm.heads import QuantileHead, pinball_loss
+from tsfm.mlp import ResidualMLP
 from tsfm.patching import PatchEmbedding, contiguous_patch_mask, patch_tokens, patchify
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
+from tsfm.seasonality import detect_period, seasonal_naive_hint
 
 #: Scaled training targets are clipped to this magnitude. A near-constant context (scale ~1e-5) makes any later
 #: change thousands of "standard deviations" large; the pinball gradient is bounded whatever the error, but such
@@ -60,6 +62,12 @@ class Forecaster(nn.Module):
         self.horizon = nn.Embedding(config.train_horizon_patches, config.d_model) if config.horizon_embedding else None
         if self.horizon is not None:
             nn.init.zeros_(self.horizon.weight)
+        # The seasonal hint's embedding, also zero at initialisation (both output layers), for the same reason.
+        self.hint = ResidualMLP(2 * config.patch_size, hidden, config.d_model) if config.seasonal_hint else None
+        if self.hint is not None:
+            for layer in (self.hint.out, self.hint.residual):
+                nn.init.zeros_(layer.weight)
+                nn.init.zeros_(layer.bias)
 
     @property
     def quantile_levels(self) -> tuple[float, ...]:
@@ -90,9 +98,11 @@ class Forecaster(nn.Module):
             raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
         self.check_context_length(context.shape[-1])
         scale = fit_scale(context) if scale is None else scale
-        tokens = self._context_tokens(context, scale)
+        scaled = apply_scale(context, scale)
+        tokens = self.embed(patch_tokens(patchify(scaled, self.config.patch_size)))
         if num_future_tokens > 0:
-            tokens = torch.cat([tokens, self._future_tokens(context.shape[0], num_future_tokens, tokens)], dim=1)
+            hint = self._seasonal_hint(scaled, num_future_tokens)
+            tokens = torch.cat([tokens, self._future_tokens(context.shape[0], num_future_tokens, tokens, hint)], dim=1)
         hidden = self.backbone(tokens)
         return ForwardOutput(self.head(hidden), scale)
 
@@ -121,14 +131,30 @@ class Forecaster(nn.Module):
         """``[B, ceil(T/P), d]``: the scaled context, patched (left-padded with NaN) and embedded."""
         return self.embed(patch_tokens(patchify(apply_scale(context, scale), self.config.patch_size)))
 
-    def _future_tokens(self, batch: int, count: int, like: torch.Tensor) -> torch.Tensor:
-        """``[B, count, d]``: embedded fully masked patches, plus the horizon embedding when the model has one."""
+    def _future_tokens(self, batch: int, count: int, like: torch.Tensor, hint: torch.Tensor | None = None
+                       ) -> torch.Tensor:
+        """``[B, count, d]``: embedded fully masked patches, plus the horizon embedding when the model has one, plus
+        the embedded seasonal hint ``[B, count * P]`` (scaled, NaN where none) on the patches that have one."""
         patch = self.config.patch_size
         masked = like.new_full((batch, count, patch), float("nan"))
         tokens = self.embed(patch_tokens(masked))
         if self.horizon is not None:
             tokens = self._add_horizon(tokens, count)
+        if self.hint is not None and hint is not None:
+            patches = hint.reshape(batch, count, patch).to(tokens.dtype)
+            present = (~torch.isnan(patches)).any(dim=-1, keepdim=True)
+            tokens = tokens + self.hint(patch_tokens(patches)) * present.to(tokens.dtype)
         return tokens
+
+    def _seasonal_hint(self, scaled: torch.Tensor, num_future_tokens: int) -> torch.Tensor | None:
+        """Seasonal-Naive values ``[B, num_future_tokens * P]`` from the scaled context ``[B, T]``, or None when the
+        model takes no hint. Future token ``k`` stands for forecast patch ``k`` (the one the token before it
+        forecasts) and carries that patch's hint while it forecasts patch ``k + 1``."""
+        if self.hint is None or num_future_tokens <= 0:
+            return None
+        with torch.autocast(scaled.device.type, enabled=False):
+            period = detect_period(scaled.float())
+            return seasonal_naive_hint(scaled.float(), period, num_future_tokens * self.config.patch_size)
 
     def _add_horizon(self, tokens: torch.Tensor, num_future_tokens: int) -> torch.Tensor:
         """Add the horizon embedding to the last ``num_future_tokens`` tokens (future token ``k`` forecasts patch
@@ -161,7 +187,8 @@ class Forecaster(nn.Module):
         window = context if scale is None else None  # a fitted scale is re-fitted when the window is re-read
         scale = fit_scale(context) if scale is None else scale
         hidden, state = self.backbone(self._context_tokens(context, scale), return_state=True)
-        return self.decode_from_state(hidden[:, -1], state, scale, prediction_length, decoding, window=window)
+        return self.decode_from_state(hidden[:, -1], state, scale, prediction_length, decoding, window=window,
+                                      hint_context=context)
 
     @property
     def _median_index(self) -> int:
@@ -175,6 +202,7 @@ class Forecaster(nn.Module):
         prediction_length: int,
         decoding: str,
         window: torch.Tensor | None = None,
+        hint_context: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Quantile forecasts ``[B, Q, H]`` from the backbone's output at the last context token and its state after
         it (``state`` is not written): the masked future tokens continue the state; under ``"autoregressive"`` the
@@ -187,12 +215,20 @@ class Forecaster(nn.Module):
         standardised range the model was trained on: ``ett2/H/long`` MASE 1.06 re-fitted every patch, 1.27 never,
         ``benchmarks/RESULTS.md``); stepping saves most passes (``ceil(n / REANCHOR_PATCHES)`` for ``n`` patches).
         ``window=None`` (a stream's fixed scale) never re-reads: the scale stays and the state holds everything.
+        ``hint_context`` is the raw context (at least its last ``context_length`` steps) that a model with
+        ``config.seasonal_hint`` reads its hint from.
         """
         patch, batch = self.config.patch_size, last_hidden.shape[0]
         median_index, num_out = self._median_index, math.ceil(prediction_length / patch)
         hidden = last_hidden[:, None]
         if num_out > 1:
-            future, _ = self.continue_state(self._future_tokens(batch, num_out - 1, hidden), state)
+            hint = None
+            if self.hint is not None:
+                if hint_context is None:
+                    raise ValueError("hint_context: this model reads a seasonal hint from the context; pass the raw "
+                                     "context the state was read from")
+                hint = self._seasonal_hint(apply_scale(hint_context.to(torch.float32), scale), num_out - 1)
+            future, _ = self.continue_state(self._future_tokens(batch, num_out - 1, hidden, hint), state)
             hidden = torch.cat([hidden, future], dim=1)
         masked = self.head(hidden).sort(dim=2).values  # [B, n, Q, P], scaled
         masked = invert_scale(masked.permute(0, 2, 1, 3).reshape(batch, -1, num_out * patch), scale)  # [B, Q, nP]

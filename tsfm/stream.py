@@ -175,7 +175,7 @@ class Stream:
             index = torch.tensor(from_state, device=out.device)
             state = _take(self._state, index)
             scale = ScaleParams(self._loc[index], self._scale[index])
-            out[index] = self._forecast_from_state(state, self._last[index], scale, prediction_length)
+            out[index] = self._forecast_from_state(state, self._last[index], scale, prediction_length, from_state)
         done = set(from_state)
         rest = [i for i in range(batch) if i not in done]
         for width, index in _group_by_patches([len(self._tails[i]) for i in rest], rest, self.config.patch_size):
@@ -342,11 +342,17 @@ class Stream:
         self._prefill(index)
 
     def _forecast_from_state(
-        self, state: Any, last: torch.Tensor, scale: ScaleParams, prediction_length: int
+        self, state: Any, last: torch.Tensor, scale: ScaleParams, prediction_length: int, index: list[int]
     ) -> torch.Tensor:
         """Masked (and, if asked, autoregressive) decoding from the carried state, which is not written
-        (``Forecaster.decode_from_state`` with the stream's fixed scale: nothing is re-read)."""
-        return self.model.decode_from_state(last, state, scale, prediction_length, self.decoding)
+        (``Forecaster.decode_from_state`` with the stream's fixed scale: nothing is re-read). A model with the
+        seasonal hint reads it from the listed series' kept tails, which end where their state does."""
+        hint_context = None
+        if self.config.seasonal_hint:
+            width = max(len(self._tails[i]) for i in index)
+            hint_context = torch.stack([_left_pad(self._tails[i], width) for i in index]).to(last.device)
+        return self.model.decode_from_state(last, state, scale, prediction_length, self.decoding,
+                                            hint_context=hint_context)
 
     def _parse_update(self, new_values: Any) -> list[torch.Tensor]:
         if isinstance(new_values, torch.Tensor):

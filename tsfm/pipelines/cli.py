@@ -40,6 +40,9 @@ if TYPE_CHECKING:
         help="future patches scored per window (the model's train_horizon_patches; default: the preset's)"),
     arg("--horizon-embedding", action="store_true",
         help="learned embedding of the horizon index on the masked future tokens (ModelConfig.horizon_embedding)"),
+    arg("--seasonal-hint", action="store_true",
+        help="give the masked future tokens the Seasonal-Naive values of their patches (ModelConfig.seasonal_hint); "
+             "with --init-from, grows that checkpoint's model by the hint's embedding, which starts at zero"),
     arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
     arg("--real-data", type=Path, default=None,
         help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
@@ -111,7 +114,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     from tsfm.presets import preset_config
 
     model_flags = {"--backbone": args.backbone, "--preset": args.preset, "--horizon-patches": args.horizon_patches,
-                   "--horizon-embedding": args.horizon_embedding or None}
+                   "--horizon-embedding": args.horizon_embedding or None}  # --seasonal-hint may grow a checkpoint
     if args.init_from is not None:
         from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
 
@@ -123,12 +126,14 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         if args.context_length > config.context_length:
             raise CommandError(f"--context-length {args.context_length} exceeds the context of --init-from "
                                f"{args.init_from} ({config.context_length})")
-        return config
+        return config.replace(seasonal_hint=True) if args.seasonal_hint else config
     changes = {"context_length": max(args.context_length, 2048)}
     if args.horizon_patches is not None:
         changes["train_horizon_patches"] = args.horizon_patches
     if args.horizon_embedding:
         changes["horizon_embedding"] = True
+    if args.seasonal_hint:
+        changes["seasonal_hint"] = True
     return preset_config(args.backbone or "xlstm[3:1]", args.preset or "1M", **changes)
 
 

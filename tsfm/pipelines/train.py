@@ -374,7 +374,7 @@ def train(
     torch.set_float32_matmul_precision("high")
     module = PretrainModule(model_config, train_config, real=real, validation=validation, prior=prior)
     if init_from is not None and not resume:
-        module.model.load_state_dict(load_model(init_from).state_dict())
+        _load_grown(module.model, load_model(init_from))
     has_validation = validation is not None and len(validation) > 0
     resume_point = _ResumePoint(last, train_config.checkpoint_every)
     callbacks = [resume_point, *callbacks]
@@ -443,15 +443,31 @@ def is_main_process() -> bool:
     return not distributed or torch.distributed.get_rank() == 0
 
 
+#: Model fields a run may switch on over its ``init_from`` checkpoint: each adds a module that starts at zero, so the
+#: grown model starts out computing the checkpoint's function.
+GROWABLE_FIELDS = ("seasonal_hint",)
+
+
 def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig) -> dict[str, Any]:
-    """The starting checkpoint's path and training provenance; refuse one whose model differs from this run's."""
+    """The starting checkpoint's path and training provenance; refuse one whose model differs from this run's
+    (other than by switching on :data:`GROWABLE_FIELDS`)."""
     config, training = read_checkpoint_config(resolve_model_path(init_from))
-    if config.to_dict() != model_config.to_dict():
+    grown = {k: True for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(config, k)}
+    if config.replace(**grown).to_dict() != model_config.to_dict():
         changed = sorted(k for k, v in config.to_dict().items() if model_config.to_dict().get(k) != v)
         raise TrainingError(f"init_from {init_from} holds another model ({', '.join(changed)} differ); "
                             "its weights cannot start this run")
     return {"init_from": str(init_from), **{k: training.get(k) for k in ("command", "steps", "windows_seen",
                                                                          "tokens_seen", "parent")}}
+
+
+def _load_grown(model: Forecaster, start: Forecaster) -> None:
+    """Copy ``start``'s weights into ``model``; the modules ``model`` adds (:data:`GROWABLE_FIELDS`) keep their
+    zero initialisation. Any other mismatch is an error."""
+    missing, unexpected = model.load_state_dict(start.state_dict(), strict=False)
+    added = [k for k in missing if not k.startswith("hint.")]
+    if added or unexpected:
+        raise TrainingError(f"init_from weights do not fit this model: missing {added}, unexpected {unexpected}")
 
 
 def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config: TrainConfig,
