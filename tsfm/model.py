@@ -99,7 +99,7 @@ class Forecaster(nn.Module):
         self.check_context_length(context.shape[-1])
         scale = fit_scale(context) if scale is None else scale
         scaled = apply_scale(context, scale)
-        tokens = self.embed(patch_tokens(patchify(scaled, self.config.patch_size)))
+        tokens = self._scaled_tokens(scaled)
         if num_future_tokens > 0:
             hint = self._seasonal_hint(scaled, num_future_tokens)
             tokens = torch.cat([tokens, self._future_tokens(context.shape[0], num_future_tokens, tokens, hint)], dim=1)
@@ -129,7 +129,10 @@ class Forecaster(nn.Module):
 
     def _context_tokens(self, context: torch.Tensor, scale: ScaleParams) -> torch.Tensor:
         """``[B, ceil(T/P), d]``: the scaled context, patched (left-padded with NaN) and embedded."""
-        return self.embed(patch_tokens(patchify(apply_scale(context, scale), self.config.patch_size)))
+        return self._scaled_tokens(apply_scale(context, scale))
+
+    def _scaled_tokens(self, scaled: torch.Tensor) -> torch.Tensor:
+        return self.embed(patch_tokens(patchify(scaled, self.config.patch_size)))
 
     def _future_tokens(self, batch: int, count: int, like: torch.Tensor, hint: torch.Tensor | None = None
                        ) -> torch.Tensor:
