@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU-machine call of the scaling sweep (issue 12): `tsfm sweep` into reports/sweep, runs side by side, then
+# One GPU-machine call of the scaling sweep (issue 12): `tsfm sweep` (in runs/sweep: see below), runs side by side, then
 # the sweep folder packed into $OUT (rows, provenance, configs, logs; no weights or Lightning checkpoints).
 #
 #   PARALLEL=4 MINUTES=8 bash scripts/device/sweep.sh --backbones 'xlstm[3:1],mamba2,gdn' --presets 1M,3M,10M
