@@ -80,6 +80,16 @@ class _StopAt(L.Callback):
             trainer.should_stop = True
 
 
+class _FirstWeights(L.Callback):
+    """Records the model's weights as training starts (one dict per run it is given to)."""
+
+    def __init__(self, seen: list[dict[str, torch.Tensor]]) -> None:
+        self.seen = seen
+
+    def on_train_start(self, trainer, module) -> None:
+        self.seen.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
+
+
 def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path):
     common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
     train(tiny_model(), tiny_run(steps=10), tmp_path / "whole", **common)
@@ -125,14 +135,10 @@ def test_init_from_starts_from_the_parent_weights_and_keeps_its_provenance(tmp_p
     common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
     parent = train(tiny_model(), tiny_run(steps=4), tmp_path / "parent", **common)
     seen: list[dict[str, torch.Tensor]] = []
-
-    class _FirstWeights(L.Callback):
-        def on_train_start(self, trainer, module) -> None:
-            seen.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
-
     child = train(tiny_model(), tiny_run(steps=4, seed=1), tmp_path / "child", init_from=parent,
-                  callbacks=[_FirstWeights()], **common)
-    fresh = train(tiny_model(), tiny_run(steps=4, seed=1), tmp_path / "fresh", callbacks=[_FirstWeights()], **common)
+                  callbacks=[_FirstWeights(seen)], **common)
+    fresh = train(tiny_model(), tiny_run(steps=4, seed=1), tmp_path / "fresh", callbacks=[_FirstWeights(seen)],
+                  **common)
     start = load_model(parent).state_dict()
     torch.testing.assert_close(seen[0], start)  # the child started where the parent ended ...
     assert not all(torch.equal(seen[1][k], v) for k, v in start.items())  # ... a fresh run does not
@@ -167,13 +173,8 @@ def test_init_from_may_grow_the_model_by_the_seasonal_hint(tmp_path, capsys):
     common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
     parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", **common)
     seen: list[dict[str, torch.Tensor]] = []
-
-    class _FirstWeights(L.Callback):
-        def on_train_start(self, trainer, module) -> None:
-            seen.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
-
     child = train(tiny_model().replace(seasonal_hint=True), tiny_run(steps=2), tmp_path / "child",
-                  init_from=parent, callbacks=[_FirstWeights()], **common)
+                  init_from=parent, callbacks=[_FirstWeights(seen)], **common)
     start = load_model(parent).state_dict()
     torch.testing.assert_close({k: v for k, v in seen[0].items() if k in start}, start)
     assert all(not v.any() for k, v in seen[0].items() if k.startswith(("hint.out", "hint.residual")))

@@ -156,8 +156,8 @@ class Forecaster(nn.Module):
         if self.hint is None or num_future_tokens <= 0:
             return None
         with torch.autocast(scaled.device.type, enabled=False):
-            period = detect_period(scaled.float())
-            return seasonal_naive_hint(scaled.float(), period, num_future_tokens * self.config.patch_size)
+            values = scaled.float()
+            return seasonal_naive_hint(values, detect_period(values), num_future_tokens * self.config.patch_size)
 
     def _add_horizon(self, tokens: torch.Tensor, num_future_tokens: int) -> torch.Tensor:
         """Add the horizon embedding to the last ``num_future_tokens`` tokens (future token ``k`` forecasts patch

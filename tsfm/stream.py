@@ -179,7 +179,7 @@ class Stream:
         done = set(from_state)
         rest = [i for i in range(batch) if i not in done]
         for width, index in _group_by_patches([len(self._tails[i]) for i in rest], rest, self.config.patch_size):
-            context = torch.stack([_left_pad(self._tails[i], width) for i in index]).to(out.device)
+            context = self._stacked_tails(index, width).to(out.device)
             idx = torch.tensor(index, device=out.device)
             scale = ScaleParams(self._loc[idx], self._scale[idx])
             out[idx] = self.model.forecast(context, prediction_length, self.decoding, scale=scale)
@@ -349,10 +349,13 @@ class Stream:
         seasonal hint reads it from the listed series' kept tails, which end where their state does."""
         hint_context = None
         if self.config.seasonal_hint:
-            width = max(len(self._tails[i]) for i in index)
-            hint_context = torch.stack([_left_pad(self._tails[i], width) for i in index]).to(last.device)
+            hint_context = self._stacked_tails(index, max(len(self._tails[i]) for i in index)).to(last.device)
         return self.model.decode_from_state(last, state, scale, prediction_length, self.decoding,
                                             hint_context=hint_context)
+
+    def _stacked_tails(self, index: list[int], width: int) -> torch.Tensor:
+        """``[len(index), width]``: the listed series' kept tails, left-padded with NaN."""
+        return torch.stack([_left_pad(self._tails[i], width) for i in index])
 
     def _parse_update(self, new_values: Any) -> list[torch.Tensor]:
         if isinstance(new_values, torch.Tensor):

@@ -238,11 +238,15 @@ def is_rival(backbone: str) -> bool:
     return backbone == "mamba2" or backbone.startswith("gdn")
 
 
+def _claim_sides(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cells of xLSTM [3:1] and of its rivals."""
+    return cells[cells["backbone"] == CLAIM_BACKBONE], cells[cells["backbone"].map(is_rival)]
+
+
 def claim_gap(cells: pd.DataFrame, metric: str) -> float | None:
     """How far the best rival trails xLSTM [3:1]: ``best rival / xlstm - 1`` (positive: xLSTM leads); None if either
     is missing."""
-    ours = cells[cells["backbone"] == CLAIM_BACKBONE]
-    rivals = cells[cells["backbone"].map(is_rival)]
+    ours, rivals = _claim_sides(cells)
     if ours.empty or rivals.empty:
         return None
     return float(rivals[metric].min() / ours[metric].iloc[0] - 1)
@@ -251,8 +255,7 @@ def claim_gap(cells: pd.DataFrame, metric: str) -> float | None:
 def seed_ranges_overlap(cells: pd.DataFrame, metric: str) -> bool:
     """Whether xLSTM [3:1]'s min-max range over seeds overlaps the best rival's: then the lead is within seed noise
     and the verdict should be read with that caveat (only judged where both have several seeds)."""
-    ours = cells[cells["backbone"] == CLAIM_BACKBONE]
-    rivals = cells[cells["backbone"].map(is_rival)]
+    ours, rivals = _claim_sides(cells)
     if ours.empty or rivals.empty or f"{metric}_min" not in cells:
         return False
     ours, rival = ours.iloc[0], rivals.loc[rivals[metric].idxmin()]

@@ -443,9 +443,9 @@ def is_main_process() -> bool:
     return not distributed or torch.distributed.get_rank() == 0
 
 
-#: Model fields a run may switch on over its ``init_from`` checkpoint: each adds a module that starts at zero, so the
-#: grown model starts out computing the checkpoint's function.
-GROWABLE_FIELDS = ("seasonal_hint",)
+#: Model fields a run may switch on over its ``init_from`` checkpoint, each with the weights' prefix of the module it
+#: adds: that module starts at zero, so the grown model starts out computing the checkpoint's function.
+GROWABLE_FIELDS = {"seasonal_hint": "hint."}
 
 
 def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig) -> dict[str, Any]:
@@ -465,7 +465,7 @@ def _load_grown(model: Forecaster, start: Forecaster) -> None:
     """Copy ``start``'s weights into ``model``; the modules ``model`` adds (:data:`GROWABLE_FIELDS`) keep their
     zero initialisation. Any other mismatch is an error."""
     missing, unexpected = model.load_state_dict(start.state_dict(), strict=False)
-    added = [k for k in missing if not k.startswith("hint.")]
+    added = [k for k in missing if not k.startswith(tuple(GROWABLE_FIELDS.values()))]
     if added or unexpected:
         raise TrainingError(f"init_from weights do not fit this model: missing {added}, unexpected {unexpected}")
 
