@@ -22,7 +22,13 @@ import torch
 
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
 from tsfm.pipelines.data.corpus import load_corpus
-from tsfm.pipelines.train import TrainConfig, validation_batches
+from tsfm.pipelines.train import GROWABLE_FIELDS, TrainConfig, validation_batches
+
+
+def _window_fields(config: dict) -> dict:
+    """The model settings that shape the validation windows: all but the modules a run may grow
+    (:data:`GROWABLE_FIELDS`), so a grown run is compared with its parent on the same windows."""
+    return {k: v for k, v in config.items() if k not in GROWABLE_FIELDS}
 
 
 def main() -> None:
@@ -52,7 +58,7 @@ def main() -> None:
     print("| checkpoint | steps (own + parents) | validation loss |\n|---|---|---|")
     for name in args.models:
         model = load_model(name, device=args.device)
-        if model.config.to_dict() != model_config.to_dict():
+        if _window_fields(model.config.to_dict()) != _window_fields(model_config.to_dict()):
             parser.error(f"{name} is another model than {args.models[0]}: their validation windows would differ")
         with torch.no_grad(), autocast:
             losses = [float(model.training_loss(b.context, b.target)) for b in batches]

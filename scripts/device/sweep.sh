@@ -8,12 +8,12 @@
 #
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py; or gzipped in .carry by
 # scripts/device/pack_carry.sh). The sweep runs in runs/sweep on the device: runs/ is git-ignored, so a warm machine
-# keeps it between calls and a run left unfinished by MINUTES resumes from its Lightning checkpoint in the next call
-# within the idle release (a folder that git does not ignore is replaced by this machine's copy at every call, which
-# threw such checkpoints away). A fresh machine seeds runs/sweep from the committed reports/sweep, whose results.csv
-# says which runs are finished, so they are skipped. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the
-# call's finished runs into reports/sweep, then `tsfm report --sweep reports/sweep/results.csv --out reports` writes
-# the report.
+# keeps it between calls (a folder that git does not ignore is replaced by this machine's copy at every call). But a
+# machine stays warm only 30 s after a call, and the eleventh session's calls never found one warm: plan every call
+# so that its runs FINISH inside it (MINUTES), and treat resuming an unfinished run in the next call as luck. A fresh
+# machine seeds runs/sweep from the committed reports/sweep, whose results.csv says which runs are finished, so they
+# are skipped. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's finished runs into reports/sweep,
+# then `tsfm report --sweep reports/sweep/results.csv --out reports` writes the report.
 set -uo pipefail
 source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 PARALLEL=${PARALLEL:-4}; MINUTES=${MINUTES:?set MINUTES (time budget per run in this call)}
