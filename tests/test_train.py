@@ -184,6 +184,37 @@ def test_init_from_may_grow_the_model_by_the_seasonal_hint(tmp_path, capsys):
     assert json.loads((tmp_path / "m" / "model" / "config.json").read_text())["model"]["seasonal_hint"] is True
 
 
+class _PeakRates(L.Callback):
+    """Records each weight's peak learning rate (its optimizer group's initial rate) as training starts."""
+
+    def __init__(self, rates: dict[str, float]) -> None:
+        self.rates = rates
+
+    def on_train_start(self, trainer, module) -> None:
+        group_of = {id(p): g["initial_lr"] for g in trainer.optimizers[0].param_groups for p in g["params"]}
+        self.rates.update({name: group_of[id(p)] for name, p in module.model.named_parameters()})
+
+
+def test_grown_modules_learn_at_their_own_rate(tmp_path):
+    """--grown-lr-scale multiplies the rate of the modules grown over init_from, and only theirs; a run that grows
+    nothing refuses it before any compute."""
+    common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
+    parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", **common)
+    rates: dict[str, float] = {}
+    train(tiny_model().replace(seasonal_hint=True), tiny_run(steps=2, grown_lr_scale=10.0), tmp_path / "child",
+          init_from=parent, callbacks=[_PeakRates(rates)], **common)
+    base = tiny_run().learning_rate
+    grown = [v for k, v in rates.items() if k.startswith("hint.")]
+    assert grown and grown == pytest.approx([10 * base] * len(grown))
+    kept = [v for k, v in rates.items() if not k.startswith("hint.")]
+    assert len(kept) > len(grown) and kept == pytest.approx([base] * len(kept))
+    with pytest.raises(TrainingError, match="grows none"):
+        train(tiny_model(), tiny_run(steps=2, grown_lr_scale=10.0), tmp_path / "same", init_from=parent, **common)
+    assert not (tmp_path / "same").exists()
+    with pytest.raises(TrainingError, match="grown_lr_scale must be > 0"):
+        tiny_run(grown_lr_scale=0.0)
+
+
 def test_cli_init_from_takes_the_model_from_the_checkpoint(tmp_path, capsys):
     parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", real=corpus(12, 0), prior=walk_prior,
                    progress=False)

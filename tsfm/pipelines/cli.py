@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     arg("--seasonal-hint", action="store_true",
         help="give the masked future tokens the Seasonal-Naive values of their patches (ModelConfig.seasonal_hint); "
              "with --init-from, grows that checkpoint's model by the hint's embedding, which starts at zero"),
+    arg("--grown-lr-scale", type=float, default=1.0,
+        help="peak learning rate of the modules grown over --init-from (--seasonal-hint), as a multiple of "
+             "--learning-rate: they start at zero (default: 1.0)"),
     arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
     arg("--real-data", type=Path, default=None,
         help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
@@ -88,6 +91,7 @@ def train_command(args: argparse.Namespace) -> int:
             synthetic_share=share, mixup_prob=args.mixup_prob, pool_size=args.pool_size, seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
             max_minutes=args.max_minutes, compile=args.compile, devices=args.devices,
+            grown_lr_scale=args.grown_lr_scale,
         )
         real = validation = None
         parts = [f"synthetic priors (tsfm.pipelines.data.priors), {share:.0%} of windows"] if share > 0 else []

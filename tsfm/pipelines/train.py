@@ -81,6 +81,9 @@ class TrainConfig:
         devices: processes (one device each) trained data-parallel with Lightning's DDP; ``batch_size`` stays the
             global batch (each process takes ``batch_size / devices`` windows of it), so the trajectory does not
             depend on this and a run may be resumed on another count.
+        grown_lr_scale: peak learning rate of the modules a run grows over its ``init_from`` checkpoint
+            (:data:`GROWABLE_FIELDS`), as a multiple of ``learning_rate``: they start at zero while everything else
+            is already trained, and a continuation's low rate would leave them barely moved.
     """
 
     steps: int = 1000
@@ -107,6 +110,7 @@ class TrainConfig:
     max_minutes: float | None = None
     compile: bool = False
     devices: int = 1
+    grown_lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -119,6 +123,8 @@ class TrainConfig:
             problems.append(f"warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
         if not self.learning_rate > 0:
             problems.append(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if not self.grown_lr_scale > 0:
+            problems.append(f"grown_lr_scale must be > 0, got {self.grown_lr_scale!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             problems.append(f"max_minutes must be > 0, got {self.max_minutes!r}")
         if not problems and self.batch_size % self.devices:
@@ -179,8 +185,9 @@ class PretrainModule(L.LightningModule):
     """One training step = pinball loss on batch ``global_step`` of the sampler (drawn on the model's device)."""
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig, *, real: Corpus | None,
-                 validation: Corpus | None, prior: PriorFn | None) -> None:
+                 validation: Corpus | None, prior: PriorFn | None, grown_prefixes: Sequence[str] = ()) -> None:
         super().__init__()
+        self.grown_prefixes = tuple(grown_prefixes)  # weights of modules grown over init_from: own learning rate
         self.model = Forecaster(model_config)
         self.model_config, self.train_config = model_config, train_config
         self._real, self._validation, self._prior = real, validation, prior
@@ -241,12 +248,15 @@ class PretrainModule(L.LightningModule):
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.train_config.grad_clip)
 
     def configure_optimizers(self) -> dict[str, Any]:
-        decay, no_decay = [], []
-        for name, param in self.model.named_parameters():
-            (no_decay if param.dim() < 2 or name.endswith(".bias") else decay).append(param)
         cfg = self.train_config
+        groups: dict[tuple[bool, bool], list[torch.nn.Parameter]] = {}
+        for name, param in self.model.named_parameters():
+            decays = param.dim() >= 2 and not name.endswith(".bias")
+            groups.setdefault((decays, name.startswith(self.grown_prefixes)), []).append(param)
         optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            [{"params": params, "weight_decay": cfg.weight_decay if decays else 0.0,
+              "lr": cfg.learning_rate * (cfg.grown_lr_scale if grown else 1.0)}
+             for (decays, grown), params in sorted(groups.items(), reverse=True)],
             lr=cfg.learning_rate, betas=(0.9, 0.95), fused=self.device.type == "cuda",
         )
 
@@ -370,9 +380,14 @@ def train(
     if resume:
         _check_resume(last, model_config, train_config)
     parent = _parent_provenance(init_from, model_config) if init_from is not None else None
+    grown = _grown_prefixes(init_from, model_config) if init_from is not None else ()
+    if train_config.grown_lr_scale != 1.0 and not grown:
+        raise TrainingError(f"grown_lr_scale ({train_config.grown_lr_scale}) sets the rate of modules grown over "
+                            "init_from (e.g. --seasonal-hint on a checkpoint without it); this run grows none")
     L.seed_everything(train_config.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
-    module = PretrainModule(model_config, train_config, real=real, validation=validation, prior=prior)
+    module = PretrainModule(model_config, train_config, real=real, validation=validation, prior=prior,
+                            grown_prefixes=grown)
     if init_from is not None and not resume:
         _load_grown(module.model, load_model(init_from))
     has_validation = validation is not None and len(validation) > 0
@@ -448,11 +463,22 @@ def is_main_process() -> bool:
 GROWABLE_FIELDS = {"seasonal_hint": "hint."}
 
 
+def _grown_fields(parent: ModelConfig, model_config: ModelConfig) -> list[str]:
+    """The :data:`GROWABLE_FIELDS` that ``model_config`` switches on over ``parent``."""
+    return [k for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(parent, k)]
+
+
+def _grown_prefixes(init_from: str | os.PathLike[str], model_config: ModelConfig) -> tuple[str, ...]:
+    """Weight-name prefixes of the modules this run adds to its ``init_from`` checkpoint's model."""
+    parent, _ = read_checkpoint_config(resolve_model_path(init_from))
+    return tuple(GROWABLE_FIELDS[k] for k in _grown_fields(parent, model_config))
+
+
 def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig) -> dict[str, Any]:
     """The starting checkpoint's path and training provenance; refuse one whose model differs from this run's
     (other than by switching on :data:`GROWABLE_FIELDS`)."""
     config, training = read_checkpoint_config(resolve_model_path(init_from))
-    grown = {k: True for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(config, k)}
+    grown = {k: True for k in _grown_fields(config, model_config)}
     if config.replace(**grown).to_dict() != model_config.to_dict():
         changed = sorted(k for k, v in config.to_dict().items() if model_config.to_dict().get(k) != v)
         raise TrainingError(f"init_from {init_from} holds another model ({', '.join(changed)} differ); "
