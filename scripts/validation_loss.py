@@ -8,7 +8,12 @@ on it, bf16 autocast on a GPU as in training. Losses compare across checkpoints 
 logged in training on the same device type.
 
     PYTHONPATH=. python3 scripts/validation_loss.py tsfm/models/default runs/a/model --real-data data/device/pretrain \
-        [--device cuda] [--out FILE.json]
+        [--device cuda] [--out FILE.json] [--breakdown]
+
+``--breakdown`` also splits each loss into the tokens that forecast the context's next patch and the masked future
+tokens, over groups of windows (a period found in the context or not, by :func:`tsfm.seasonality.detect_period`;
+short or full observed context): it says where two checkpoints differ, e.g. whether a change that acts on the future
+tokens helps the windows it was meant for.
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ from pathlib import Path
 import torch
 
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
+from tsfm.model import Forecaster
+from tsfm.pipelines.data.batches import Batch
 from tsfm.pipelines.data.corpus import load_corpus
 from tsfm.pipelines.train import GROWABLE_FIELDS, TrainConfig, validation_batches
+from tsfm.seasonality import detect_period
 
 
 def _window_fields(config: dict) -> dict:
@@ -39,6 +47,8 @@ def main() -> None:
     parser.add_argument("--val-batches", type=int, default=None, help="default: the first checkpoint's setting")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also the context and future tokens' losses over groups of windows")
     args = parser.parse_args()
 
     model_config, training = read_checkpoint_config(resolve_model_path(args.models[0]))
@@ -66,8 +76,50 @@ def main() -> None:
         steps = _lineage_steps(read_checkpoint_config(resolve_model_path(name))[1])
         rows.append({"checkpoint": name, "steps": steps, "validation_loss": loss})
         print(f"| {name} | {' + '.join(map(str, steps))} | {loss:.4f} |")
+        if args.breakdown:
+            with torch.no_grad(), autocast:
+                rows[-1]["breakdown"] = _breakdown(model, batches)
+    if args.breakdown:
+        _print_breakdown(rows)
     if args.out:
         args.out.write_text(json.dumps({"windows": windows, "rows": rows}, indent=2) + "\n")
+
+
+def _window_groups(batches: list[Batch]) -> dict[str, torch.Tensor]:
+    """Boolean masks over all windows: what the windows are, independent of any model."""
+    periods = torch.cat([detect_period(b.context.float()) for b in batches]).cpu()
+    observed = torch.cat([(~torch.isnan(b.context)).sum(1) for b in batches]).cpu()
+    return {"all windows": periods >= 0, "a period found": periods > 0, "no period found": periods == 0,
+            "context < 512 steps": observed < 512, "context >= 2,000 steps": observed >= 2000}
+
+
+def _breakdown(model: Forecaster, batches: list[Batch]) -> dict[str, dict[str, float]]:
+    """Pinball loss of the context tokens and of the future tokens, pooled over the steps of each window group
+    (the same terms as ``training_loss``, which averages them all per batch)."""
+    levels = torch.as_tensor(model.quantile_levels).reshape(-1, 1)
+    parts: dict[str, list[torch.Tensor]] = {"context": [], "future": []}
+    for batch in batches:
+        context_tokens = batch.context.shape[1] // model.config.patch_size
+        future_tokens = -(-batch.target.shape[1] // model.config.patch_size)
+        out = model(batch.context, num_future_tokens=future_tokens - 1)
+        truth = model.next_patch_truth(batch.context, batch.target, out.scale).float().cpu()
+        observed = ~torch.isnan(truth)
+        error = torch.where(observed, truth, 0.0).unsqueeze(-2) - out.quantiles.float().cpu()
+        loss = torch.maximum(levels * error, (levels - 1) * error).mean(-2) * observed  # [B, N, P]
+        for part, tokens in (("context", slice(None, context_tokens - 1)), ("future", slice(context_tokens - 1, None))):
+            parts[part].append(torch.stack([loss[:, tokens].sum((1, 2)), observed[:, tokens].sum((1, 2))], 1))
+    sums = {part: torch.cat(values) for part, values in parts.items()}
+    return {group: {"windows": int(mask.sum()),
+                    **{part: float(t[mask, 0].sum() / t[mask, 1].sum().clamp(min=1)) for part, t in sums.items()}}
+            for group, mask in _window_groups(batches).items()}
+
+
+def _print_breakdown(rows: list[dict]) -> None:
+    print("\n| windows | count | " + " | ".join(f"{r['checkpoint']}: context / future" for r in rows) + " |")
+    print("|---|--:|" + "---|" * len(rows))
+    for group, first in rows[0]["breakdown"].items():
+        cells = [f"{r['breakdown'][group]['context']:.4f} / {r['breakdown'][group]['future']:.4f}" for r in rows]
+        print(f"| {group} | {first['windows']} | " + " | ".join(cells) + " |")
 
 
 def _lineage_steps(training: dict) -> list[int]:

@@ -76,6 +76,20 @@ def test_training_loss_backward_and_learns():
     assert all(p.grad is not None for p in model.parameters())
 
 
+def test_next_patch_truth_is_the_scaled_patch_after_each_token():
+    """Token i (context, then masked future) is scored against patch i + 1 of context + target, scaled by the
+    context's fit; the part of the last patch past the target is NaN (not scored)."""
+    model = tiny()
+    patch = model.config.patch_size
+    context, target = torch.randn(3, 4 * patch) * 5 + 2, torch.randn(3, 2 * patch - 3)
+    out = model(context, num_future_tokens=1)
+    truth = model.next_patch_truth(context, target, out.scale)
+    assert truth.shape == (3, 4 - 1 + 2, patch)
+    whole = apply_scale(torch.cat([context, target], dim=1), out.scale)
+    torch.testing.assert_close(truth.reshape(3, -1)[:, : whole.shape[1] - patch], whole[:, patch:])
+    assert torch.isnan(truth[:, -1, -3:]).all() and not torch.isnan(truth[:, -1, :-3]).any()
+
+
 def test_training_context_must_be_patch_aligned():
     with pytest.raises(ValueError, match="multiple of 8"):
         tiny().training_loss(torch.randn(2, 30), torch.randn(2, 8))

@@ -293,11 +293,18 @@ class Forecaster(nn.Module):
                 raise ValueError(f"hidden_patches must be [{batch}, {num_ctx}], got {tuple(hidden_patches.shape)}")
             visible = context.masked_fill(hidden_patches.repeat_interleave(patch, dim=1), float("nan"))
         out = self(visible, num_future_tokens=num_out_future - 1)
+        return pinball_loss(out.quantiles, self.next_patch_truth(context, target, out.scale), self.quantile_levels)
+
+    def next_patch_truth(self, context: torch.Tensor, target: torch.Tensor, scale: ScaleParams) -> torch.Tensor:
+        """``[B, N, P]``: the scaled patch that follows each of the ``N`` tokens of a training forward (context
+        tokens, then masked future tokens), NaN where unknown: what :meth:`training_loss` scores each token's
+        quantiles against."""
+        patch = self.config.patch_size
+        num_out_future = math.ceil(target.shape[-1] / patch)
         pad = num_out_future * patch - target.shape[-1]
         future = torch.nn.functional.pad(target, (0, pad), value=float("nan"))
-        truth = apply_scale(torch.cat([context, future], dim=-1), out.scale)
-        truth = truth.reshape(batch, -1, patch)[:, 1:].clamp(-TARGET_CLAMP, TARGET_CLAMP)  # the patch after each token
-        return pinball_loss(out.quantiles, truth, self.quantile_levels)
+        truth = apply_scale(torch.cat([context, future], dim=-1), scale)
+        return truth.reshape(context.shape[0], -1, patch)[:, 1:].clamp(-TARGET_CLAMP, TARGET_CLAMP)
 
     def scored_steps(self, context: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """How many target steps :meth:`training_loss` scores in each row (``[B]``, int64).

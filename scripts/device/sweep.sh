@@ -51,6 +51,10 @@ with tarfile.open(target, "w:gz") as tar:
             if path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and "checkpoints" not in path.parts:
                 tar.add(path, arcname=str(Path("sweep") / path.relative_to(sweep)))
 print(f"packed {len(finished)} finished run(s) into {target}")
+# unfinished runs: how far they got (their last logged step), so a call whose runs do not finish still measures speed
+for run in sorted(p for p in (sweep / "runs").iterdir() if p.is_dir() and p.name not in finished):
+    logged = [row for f in sorted(run.glob("logs/version_*/metrics.csv")) for row in csv.DictReader(f.open())]
+    print(f"unfinished {run.name}: step {max((int(r['step']) for r in logged), default=0)} logged")
 PY
 ls -la "$OUT"
 exit $status
