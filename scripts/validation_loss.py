@@ -28,7 +28,7 @@ import torch
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch
-from tsfm.pipelines.data.corpus import load_corpus
+from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
 from tsfm.pipelines.train import GROWABLE_FIELDS, TrainConfig, validation_batches
 from tsfm.seasonality import detect_period
 
@@ -44,6 +44,8 @@ def main() -> None:
     parser.add_argument("models", nargs="+", help="checkpoint folders or built-in names")
     parser.add_argument("--real-data", type=Path, required=True, help="the corpus the runs were trained on")
     parser.add_argument("--validation-share", type=float, default=0.05, help="as given to tsfm train (0.05)")
+    parser.add_argument("--validation-split", choices=VALIDATION_SPLITS, default="series",
+                        help="as given to tsfm train (series)")
     parser.add_argument("--val-batches", type=int, default=None, help="default: the first checkpoint's setting")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
@@ -58,7 +60,8 @@ def main() -> None:
     if args.val_batches is not None:
         recorded["val_batches"] = args.val_batches
     train_config = TrainConfig(**{k: v for k, v in recorded.items() if k in TrainConfig.__dataclass_fields__})
-    _, validation = load_corpus(args.real_data, validation_share=args.validation_share)
+    _, validation = load_corpus(args.real_data, validation_share=args.validation_share,
+                                validation_split=args.validation_split)
     batches = validation_batches(model_config, train_config, validation, args.device)
     windows = sum(b.context.shape[0] for b in batches)
     print(f"{len(validation)} held-out series, {windows} windows, context {train_config.context_length}")

@@ -19,7 +19,7 @@ import torch
 from tsfm.checkpoint import load_model
 from tsfm.cli import main
 from tsfm.config import ModelConfig
-from tsfm.pipelines.data.corpus import Corpus, CorpusError, load_corpus
+from tsfm.pipelines.data.corpus import Corpus, CorpusError, load_corpus, validation_member
 from tsfm.pipelines.data.gift_format import write_dataset
 from tsfm.pipelines.train import TrainConfig, TrainingError, read_metrics, train, validation_batches
 
@@ -369,6 +369,35 @@ def test_corpus_split_holds_out_whole_series_by_a_stable_hash(tmp_path):
     assert 5 <= len(val_a) <= 40 and len(train_a) + len(val_a) == 200
     assert [s[0] for s in val_a.series] == [s[0] for s in val_b.series]
     assert not {float(s[0]) for s in val_a.series} & {float(s[0]) for s in train_a.series}
+
+
+def test_covering_split_holds_out_the_ends_of_small_datasets(tmp_path):
+    """Under "covering", a dataset of few series gives the end of each series to validation (never trained on) and a
+    large dataset still gives whole series; "series" leaves the small dataset out of validation or takes it whole."""
+    def series(i: int, length: int) -> np.ndarray:
+        return np.arange(length, dtype=np.float32) + 1e4 * i  # exact in float32
+
+    write_dataset(tmp_path / "root" / "big", [{"item_id": f"b{i}", "start": pd.Timestamp("2020-01-01"), "freq": "D",
+                                               "target": series(i, 300)} for i in range(60)])
+    write_dataset(tmp_path / "root" / "small", [
+        {"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": "5min", "target": series(100 + i, length)}
+        for i, length in enumerate([10_000, 2_000, 100])])
+    train_set, validation = load_corpus(tmp_path / "root", validation_share=0.05, validation_split="covering")
+    small_train = [s for s, d in zip(train_set.series, train_set.datasets, strict=True) if d == "small"]
+    small_val = [s for s, d in zip(validation.series, validation.datasets, strict=True) if d == "small"]
+    # ends of 5% of 10,000 and of 2,000 steps; 100 steps cannot spare the 64-step floor: the whole-series rule
+    short_goes_to = "validation" if validation_member("small/s2/0", 0.05) else "train"
+    assert [s.size for s in small_train] == [9_500, 1_900] + ([100] if short_goes_to == "train" else [])
+    assert [s.size for s in small_val] == [500, 100] + ([100] if short_goes_to == "validation" else [])
+    for head, tail in zip(small_train, small_val, strict=False):
+        assert tail[0] == head[-1] + 1  # the held-out end follows its training part, and is not in it
+    big_val = [s for s, d in zip(validation.series, validation.datasets, strict=True) if d == "big"]
+    assert big_val and all(s.size == 300 for s in big_val)  # whole series, as under "series"
+    _, by_series = load_corpus(tmp_path / "root", validation_share=0.05)
+    assert [s.size for s, d in zip(by_series.series, by_series.datasets, strict=True) if d == "big"] == \
+        [s.size for s in big_val]
+    with pytest.raises(CorpusError, match="validation_split must be one of"):
+        load_corpus(tmp_path / "root", validation_split="random")
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
         help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
     arg("--validation-share", type=float, default=0.05,
         help="share of whole real series held out for validation and checkpoint choice (default: 0.05)"),
+    arg("--validation-split", choices=("series", "covering"), default="series",
+        help="series: hold out whole series (default); covering: also the ends of the series of datasets with "
+             "fewer than 20 series, so every dataset is in the validation set (tsfm.pipelines.data.corpus)"),
     arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
     arg("--synthetic-share", type=float, default=None,
         help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
@@ -97,9 +100,10 @@ def train_command(args: argparse.Namespace) -> int:
         parts = [f"synthetic priors (tsfm.pipelines.data.priors), {share:.0%} of windows"] if share > 0 else []
         if args.real_data is not None:
             real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
-                                           validation_share=args.validation_share)
+                                           validation_share=args.validation_share,
+                                           validation_split=args.validation_split)
             parts.append(f"{len(real)} real series from {args.real_data} ({len(validation)} held out for "
-                         "validation)")
+                         f"validation, split by {args.validation_split})")
         description = " + ".join(parts)
         path = train(model_config, train_config, args.out, real=real, validation=validation,
                      data_description=description, command=_command_line(), init_from=args.init_from,
