@@ -31,10 +31,10 @@ VALIDATION_SPLITS = ("series", "covering")
 MIN_SERIES_FOR_WHOLE_SERIES = 20
 """Under ``"covering"``, datasets with fewer series are held out in time, at the end of each series."""
 MIN_HELD_OUT_STEPS = 64
-"""Under ``"covering"``, the shortest held-out end (two patches); a series shorter than four times its end stays whole
-in training."""
+"""Under ``"covering"``, the shortest held-out end (two patches); a series shorter than four times its end follows the
+whole-series rule instead."""
 
-__all__ = ["Corpus", "CorpusError", "load_corpus", "validation_member"]
+__all__ = ["VALIDATION_SPLITS", "Corpus", "CorpusError", "load_corpus", "validation_member"]
 
 
 class CorpusError(ValueError):
