@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
+from tsfm.heads import pinball_per_step
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch
 from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
@@ -99,16 +100,13 @@ def _window_groups(batches: list[Batch]) -> dict[str, torch.Tensor]:
 def _breakdown(model: Forecaster, batches: list[Batch]) -> dict[str, dict[str, float]]:
     """Pinball loss of the context tokens and of the future tokens, pooled over the steps of each window group
     (the same terms as ``training_loss``, which averages them all per batch)."""
-    levels = torch.as_tensor(model.quantile_levels).reshape(-1, 1)
     parts: dict[str, list[torch.Tensor]] = {"context": [], "future": []}
     for batch in batches:
         context_tokens = batch.context.shape[1] // model.config.patch_size
         future_tokens = -(-batch.target.shape[1] // model.config.patch_size)
         out = model(batch.context, num_future_tokens=future_tokens - 1)
-        truth = model.next_patch_truth(batch.context, batch.target, out.scale).float().cpu()
-        observed = ~torch.isnan(truth)
-        error = torch.where(observed, truth, 0.0).unsqueeze(-2) - out.quantiles.float().cpu()
-        loss = torch.maximum(levels * error, (levels - 1) * error).mean(-2) * observed  # [B, N, P]
+        truth = model.next_patch_truth(batch.context, batch.target, out.scale).float()
+        loss, observed = (t.cpu() for t in pinball_per_step(out.quantiles.float(), truth, model.quantile_levels))
         for part, tokens in (("context", slice(None, context_tokens - 1)), ("future", slice(context_tokens - 1, None))):
             parts[part].append(torch.stack([loss[:, tokens].sum((1, 2)), observed[:, tokens].sum((1, 2))], 1))
     sums = {part: torch.cat(values) for part, values in parts.items()}

@@ -39,6 +39,14 @@ def pinball_loss(prediction: torch.Tensor, target: torch.Tensor, quantile_levels
         A scalar: the pinball loss averaged over levels and over observed steps (0 when nothing is observed,
         keeping the graph so a batch without targets does not break training).
     """
+    loss, weight = pinball_per_step(prediction, target, quantile_levels)
+    return loss.sum() / weight.sum().clamp(min=1.0)
+
+
+def pinball_per_step(prediction: torch.Tensor, target: torch.Tensor, quantile_levels: Sequence[float]
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The terms :func:`pinball_loss` averages: ``[..., S]`` loss of each step (mean over levels, 0 where the target
+    is NaN) and ``[..., S]`` its weight (1 observed, 0 not), so callers can pool them over any groups of rows."""
     levels = torch.as_tensor(quantile_levels, dtype=prediction.dtype, device=prediction.device)
     levels = levels.reshape(-1, 1)
     observed = ~torch.isnan(target)
@@ -46,4 +54,4 @@ def pinball_loss(prediction: torch.Tensor, target: torch.Tensor, quantile_levels
     error = filled - prediction
     loss = torch.maximum(levels * error, (levels - 1) * error).mean(dim=-2)
     weight = observed.to(loss.dtype)
-    return (loss * weight).sum() / weight.sum().clamp(min=1.0)
+    return loss * weight, weight

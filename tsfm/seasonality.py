@@ -84,6 +84,7 @@ def _neighbourhood_maxima(acf: torch.Tensor) -> torch.Tensor:
         low = high
     return result
 
+
 def _autocovariance(x: torch.Tensor, size: int) -> torch.Tensor:
     """``sum_t x[t] x[t + k]`` for every lag ``k``, through one FFT of ``x`` zero-padded to ``size``."""
     spectrum = torch.fft.rfft(x, n=size, dim=-1)

@@ -379,8 +379,7 @@ def train(
     resume = last.is_file()
     if resume:
         _check_resume(last, model_config, train_config)
-    parent = _parent_provenance(init_from, model_config) if init_from is not None else None
-    grown = _grown_prefixes(init_from, model_config) if init_from is not None else ()
+    parent, grown = _parent_provenance(init_from, model_config) if init_from is not None else (None, ())
     if train_config.grown_lr_scale != 1.0 and not grown:
         raise TrainingError(f"grown_lr_scale ({train_config.grown_lr_scale}) sets the rate of modules grown over "
                             "init_from (e.g. --seasonal-hint on a checkpoint without it); this run grows none")
@@ -389,7 +388,7 @@ def train(
     module = PretrainModule(model_config, train_config, real=real, validation=validation, prior=prior,
                             grown_prefixes=grown)
     if init_from is not None and not resume:
-        _load_grown(module.model, load_model(init_from))
+        _load_grown(module.model, load_model(init_from), grown)
     has_validation = validation is not None and len(validation) > 0
     resume_point = _ResumePoint(last, train_config.checkpoint_every)
     callbacks = [resume_point, *callbacks]
@@ -463,35 +462,27 @@ def is_main_process() -> bool:
 GROWABLE_FIELDS = {"seasonal_hint": "hint."}
 
 
-def _grown_fields(parent: ModelConfig, model_config: ModelConfig) -> list[str]:
-    """The :data:`GROWABLE_FIELDS` that ``model_config`` switches on over ``parent``."""
-    return [k for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(parent, k)]
-
-
-def _grown_prefixes(init_from: str | os.PathLike[str], model_config: ModelConfig) -> tuple[str, ...]:
-    """Weight-name prefixes of the modules this run adds to its ``init_from`` checkpoint's model."""
-    parent, _ = read_checkpoint_config(resolve_model_path(init_from))
-    return tuple(GROWABLE_FIELDS[k] for k in _grown_fields(parent, model_config))
-
-
-def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig) -> dict[str, Any]:
-    """The starting checkpoint's path and training provenance; refuse one whose model differs from this run's
-    (other than by switching on :data:`GROWABLE_FIELDS`)."""
+def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig
+                       ) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The starting checkpoint's path and training provenance, and the weight prefixes of the modules this run
+    grows over it; refuse one whose model differs from this run's (other than by switching on
+    :data:`GROWABLE_FIELDS`)."""
     config, training = read_checkpoint_config(resolve_model_path(init_from))
-    grown = {k: True for k in _grown_fields(config, model_config)}
-    if config.replace(**grown).to_dict() != model_config.to_dict():
+    grown = [k for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(config, k)]
+    if config.replace(**dict.fromkeys(grown, True)).to_dict() != model_config.to_dict():
         changed = sorted(k for k, v in config.to_dict().items() if model_config.to_dict().get(k) != v)
         raise TrainingError(f"init_from {init_from} holds another model ({', '.join(changed)} differ); "
                             "its weights cannot start this run")
-    return {"init_from": str(init_from), **{k: training.get(k) for k in ("command", "steps", "windows_seen",
-                                                                         "tokens_seen", "parent")}}
+    provenance = {"init_from": str(init_from), **{k: training.get(k) for k in ("command", "steps", "windows_seen",
+                                                                               "tokens_seen", "parent")}}
+    return provenance, tuple(GROWABLE_FIELDS[k] for k in grown)
 
 
-def _load_grown(model: Forecaster, start: Forecaster) -> None:
-    """Copy ``start``'s weights into ``model``; the modules ``model`` adds (:data:`GROWABLE_FIELDS`) keep their
-    zero initialisation. Any other mismatch is an error."""
+def _load_grown(model: Forecaster, start: Forecaster, grown: tuple[str, ...]) -> None:
+    """Copy ``start``'s weights into ``model``; the modules it grows (weight prefixes ``grown``) keep their zero
+    initialisation. Any other mismatch is an error."""
     missing, unexpected = model.load_state_dict(start.state_dict(), strict=False)
-    added = [k for k in missing if not k.startswith(tuple(GROWABLE_FIELDS.values()))]
+    added = [k for k in missing if not k.startswith(grown)]
     if added or unexpected:
         raise TrainingError(f"init_from weights do not fit this model: missing {added}, unexpected {unexpected}")
 
