@@ -13,6 +13,7 @@ pytest.importorskip("gluonts")
 
 from tsfm.cli import main
 from tsfm.pipelines.evaluate import CRPS, MASE
+from tsfm.pipelines.sweep import BUDGET_RULE
 from tsfm.pipelines.sweep_report import (
     SweepReportError,
     claim_points,
@@ -62,7 +63,7 @@ def sweep_rows(decodings: tuple[str, ...] = ("masked", "autoregressive")) -> lis
                         "seed": seed, "parameters": PARAMETERS[preset] * (1.05 if backbone == "gdn" else 1.0),
                         "tokens_seen": 12_000_000, "steps": 100, "batch_size": 256, "train_seconds": 60.0,
                         "wall_seconds_this_call": 70.0, "tokens_per_s": 200_000, "train_loss": 0.3,
-                        "val_loss": 0.35, "device": "cpu", "decoding": decoding, "dataset": key,
+                        "val_loss": 0.35 + 0.01 * seed, "device": "cpu", "decoding": decoding, "dataset": key,
                         "model": run_name(backbone, preset, seed), MASE: 1.0, CRPS: 0.1, "domain": "Energy",
                         "num_variates": 1, "MASE_normalised": mase * m_mult * factor,
                         "CRPS_normalised": crps * c_mult * factor,
@@ -131,6 +132,24 @@ def test_report_holds_the_geometric_means_with_seed_ranges(tmp_path: Path) -> No
     assert pngs == {"s_scaling_masked.png", "s_scaling_autoregressive.png", "s_losses.png"}
     for path in written[1:]:
         assert path.read_bytes()[:4] == PNG
+
+
+def test_budget_section_states_the_rule_beside_tokens_per_parameter_and_losses(tmp_path: Path) -> None:
+    write_sweep_report(write_sweep(tmp_path / "sweep"), tmp_path / "out", name="s")
+    budget = section((tmp_path / "out" / "s.md").read_text(), "## Budget and losses", "## Per frequency")
+    assert BUDGET_RULE in budget
+    # two seeds at 1M: validation loss 0.35 and 0.36; gdn has 5% more parameters, so fewer tokens per parameter
+    xlstm_1m = "| 1M | `xlstm[3:1]` | 2 | 1.00M | 12.0M | 12.0 | 100 x 256 | 0.3550 (0.3500-0.3600) | 0.3000 (0.3000-"
+    assert xlstm_1m in budget
+    assert "| 1M | `gdn` | 2 | 1.05M | 12.0M | 11.4 |" in budget
+    assert "| 10M | `mamba2` | 1 | 10.00M | 12.0M | 1.2 | 100 x 256 | 0.3500 | 0.3000 |" in budget
+
+
+def test_budget_section_says_when_the_csv_predates_the_loss_columns(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in row.items() if k != "val_loss"} for row in sweep_rows()]
+    write_sweep_report(write_sweep(tmp_path / "sweep", rows), tmp_path / "out", name="s")
+    budget = section((tmp_path / "out" / "s.md").read_text(), "## Budget and losses", "## Per frequency")
+    assert "lacks some of" in budget and "val_loss" in budget
 
 
 def test_claim_section_follows_the_data(tmp_path: Path) -> None:

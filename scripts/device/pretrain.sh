@@ -6,19 +6,24 @@
 #
 #   RUN=default-10m MINUTES=6.5 STEPS=6000 BENCH=1 BENCH_STEP=1 EVAL_SECONDS=240 bash scripts/device/pretrain.sh --backbone 'xlstm[3:1]' --preset 10M ...
 #
+# A run spread over chained calls (each issued at once, so the machine is still warm) whose step count should fill
+# TOTAL_MINUTES of training: STEPS=auto with BENCH_STEP=1 times the step of BENCH_SPEC at BENCH_PRESET and
+# BENCH_BATCH (compiled), and plans 0.75 x TOTAL_MINUTES / step time steps, written to runs/$RUN/planned_steps so the
+# later calls resume with the same schedule. EVAL=0 skips the benchmark and patterns (calls before the last).
+#
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
 # gzipped (scripts/device/pack_carry.sh). Everything after the variables is passed to `tsfm train`.
 set -uo pipefail
 source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
-RUN=${RUN:?set RUN}; MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
+RUN=${RUN:?set RUN}; MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS (a number, or auto)}
 mkdir -p "$OUT/pack"
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
 if [ "${BENCH:-0}" = 1 ]; then  # the data path alone, then the training step eager and compiled
     timeout 120 python3 -m benchmarks.data_path --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
 fi
-if [ "${BENCH_STEP:-0}" = 1 ]; then
-    timeout 180 python3 -m benchmarks.train_gpu --specs 'xlstm[3:1]' --presets 10M --batch-size 1024 --steps 10 \
-        --compile --out "$OUT/pack" 2>&1 | tail -6
+if [ "${BENCH_STEP:-0}" = 1 ] && [ ! -f "runs/$RUN/planned_steps" ]; then
+    timeout 180 python3 -m benchmarks.train_gpu --specs "${BENCH_SPEC:-xlstm[3:1]}" --presets "${BENCH_PRESET:-10M}" \
+        --batch-size "${BENCH_BATCH:-1024}" --steps 10 --compile --out "$OUT/pack" 2>&1 | tail -6
     # COMPILE=auto: train compiled only if the timing above shows it at least 15% faster (the decision is printed)
     if [ "${COMPILE:-}" = auto ] && python3 - "$OUT/pack/train_gpu.jsonl" <<'PY'
 import json, sys
@@ -31,6 +36,20 @@ sys.exit(0 if ok else 1)
 PY
     then set -- "$@" --compile; fi
 fi
+if [ "$STEPS" = auto ]; then  # planned once, from the compiled step time above; resumed calls reuse the plan
+    if [ ! -f "runs/$RUN/planned_steps" ]; then
+        mkdir -p "runs/$RUN"
+        python3 - "$OUT/pack/train_gpu.jsonl" "${TOTAL_MINUTES:?STEPS=auto needs TOTAL_MINUTES}" \
+            > "runs/$RUN/planned_steps" <<'PY' || { echo "STEPS=auto: no compiled step time (BENCH_STEP=1?)"; exit 1; }
+import json, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "error" not in r and r["ops"] == "triton + compile"]
+# `tsfm train` (data path, validation, checkpoints) kept ~0.8 of the benchmark's step rate (8,991 vs 11.2k windows/s)
+print(int(0.75 * float(sys.argv[2]) * 60_000 / rows[0]["ms_per_step"]))
+PY
+    fi
+    STEPS=$(cat "runs/$RUN/planned_steps")
+    echo "planned steps: $STEPS (runs/$RUN/planned_steps)"
+fi
 [ -f "runs/$RUN/checkpoints/last.ckpt" ] && echo "resuming runs/$RUN" || echo "new run runs/$RUN"
 python3 -m tsfm train --steps "$STEPS" --max-minutes "$MINUTES" --real-data data/device/pretrain --out "runs/$RUN" \
     "$@" 2>&1 | grep -v -E "it/s\]|s/it\]|Warning|warn" | tail -25
@@ -40,11 +59,13 @@ p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
 print({k: p[k] for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "final_train_loss")})
 print(f"windows/s over the run: {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
-timeout "${EVAL_SECONDS:-240}" python3 scripts/eval_checkpoints.py "runs/$RUN/model" --names "$RUN" --benchmark data/device/benchmark \
-    --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
-# textbook patterns (seconds): does the model continue a sine, a sawtooth, two seasons? (tsfm/pipelines/patterns.py)
-timeout 120 python3 -m tsfm patterns --model "runs/$RUN/model" --out "$OUT/pack/patterns" --device cuda 2>&1 \
-    | grep -E "^\| (sine|two seasons) " | head -16
+if [ "${EVAL:-1}" = 1 ]; then
+    timeout "${EVAL_SECONDS:-240}" python3 scripts/eval_checkpoints.py "runs/$RUN/model" --names "$RUN" \
+        --benchmark data/device/benchmark --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
+    # textbook patterns (seconds): does the model continue a sine, a sawtooth, two seasons? (tsfm/pipelines/patterns.py)
+    timeout 120 python3 -m tsfm patterns --model "runs/$RUN/model" --out "$OUT/pack/patterns" --device cuda 2>&1 \
+        | grep -E "^\| (sine|two seasons) " | head -16
+fi
 cp runs/"$RUN"/model/*.safetensors "$OUT/"
 cp runs/"$RUN"/model/config.json runs/"$RUN"/provenance.json runs/"$RUN"/loss.png "$OUT/pack/" 2>/dev/null
 for f in runs/"$RUN"/logs/version_*/metrics.csv; do cp "$f" "$OUT/pack/metrics_$(basename "$(dirname "$f")").csv"; done

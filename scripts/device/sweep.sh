@@ -9,8 +9,9 @@
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py; or gzipped in .carry by
 # scripts/device/pack_carry.sh). The sweep runs in runs/sweep on the device: runs/ is git-ignored, so a warm machine
 # keeps it between calls (a folder that git does not ignore is replaced by this machine's copy at every call). But a
-# machine stays warm only 30 s after a call, and the eleventh session's calls never found one warm: plan every call
-# so that its runs FINISH inside it (MINUTES), and treat resuming an unfinished run in the next call as luck. A fresh
+# machine stays warm only 30 s after a call: the eleventh session's calls, each issued minutes after the last reply,
+# never found one warm; the twelfth session's, each issued at once, always did (and resumed a run stopped 3 steps
+# short). So issue the next call at once, and still plan each call so that its runs FINISH inside it (MINUTES). A fresh
 # machine seeds runs/sweep from the committed reports/sweep, whose results.csv says which runs are finished, so they
 # are skipped. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's finished runs into reports/sweep,
 # then `tsfm report --sweep reports/sweep/results.csv --out reports` writes the report.

@@ -5,6 +5,7 @@
 
 - per decoding, the normalised geometric-mean MASE and CRPS per backbone x preset (mean over seeds, with the
   min-max range over seeds when there are several);
+- the budget rule beside the tokens each backbone saw (per parameter) and its training and validation loss;
 - per-frequency and per-term breakdowns at the largest preset;
 - training and validation loss curves and tokens/s per run (when ``runs/`` lies beside the CSV);
 - the seed study's claim (DESIGN §6) set beside the numbers, point by point;
@@ -28,6 +29,7 @@ import pandas as pd
 
 from .evaluate.aggregate import geometric_mean
 from .report import agg_figure, markdown_table
+from .sweep import BUDGET_RULE
 
 __all__ = [
     "CLAIM_BACKBONE",
@@ -353,6 +355,38 @@ def read_losses(runs: Path, names: Sequence[str]) -> dict[str, pd.DataFrame]:
     return out
 
 
+def budget_section(frame: pd.DataFrame, presets: Sequence[str]) -> list[str]:
+    """Tokens each backbone saw at each preset, per parameter, beside its losses.
+
+    The rule is stated next to what the runs actually saw, and the validation loss next to the benchmark tables, so
+    a reader can see where the two judges disagree (the held-out series are not the benchmark's).
+    """
+    needed = ("tokens_seen", "steps", "batch_size", "val_loss", "train_loss")
+    lines = ["## Budget and losses per backbone and preset", "", BUDGET_RULE, ""]
+    if any(c not in frame.columns for c in needed):
+        return [*lines, f"(the CSV lacks some of {', '.join(needed)}: written before they were recorded)", ""]
+    per_run = frame.drop_duplicates("run")
+    rows = []
+    for preset in presets:
+        for backbone, group in per_run[per_run["preset"] == preset].groupby("backbone", sort=True):
+            tokens = float(group["tokens_seen"].mean())
+            rows.append([preset, f"`{backbone}`", str(len(group)), format_parameters(group["parameters"].mean()),
+                         f"{tokens / 1e6:.1f}M", f"{tokens / group['parameters'].mean():.1f}",
+                         f"{int(group['steps'].iloc[0]):,} x {int(group['batch_size'].iloc[0])}",
+                         _mean_and_range(group["val_loss"]), _mean_and_range(group["train_loss"])])
+    header = ["preset", "backbone", "runs", "parameters", "tokens seen", "tokens per parameter", "steps x batch",
+              "validation loss", "training loss (last)"]
+    return [*lines, "Losses are the mean over seeds (min-max when several). The validation loss is the selected "
+            "checkpoint's, on windows of the corpus's held-out series; their number follows the preset's batch size, "
+            "so compare it within a preset, not across presets.", "", *markdown_table(header, rows), ""]
+
+
+def _mean_and_range(values: pd.Series) -> str:
+    values = values.astype(float)
+    text = f"{values.mean():.4f}"
+    return text if len(values) == 1 else f"{text} ({values.min():.4f}-{values.max():.4f})"
+
+
 def speed_section(frame: pd.DataFrame) -> list[str]:
     """Tokens/s per run: one row per run (every row of a run repeats the same training figures)."""
     columns = [c for c in ("device", "tokens_seen", "train_seconds", "tokens_per_s") if c in frame.columns]
@@ -478,6 +512,7 @@ def write_sweep_report(results_csv: str | os.PathLike[str], out_dir: str | os.Pa
         written.append(png)
         lines += [f"![scaling, {decoding}]({png.name})", ""]
 
+    lines += budget_section(frame, presets)
     lines += ["## Per frequency and per term (largest preset)", "",
               "Geometric means over the configurations of each frequency (config key `dataset/FREQ/term`) or term, "
               "rows of all seeds pooled.", ""]
