@@ -165,6 +165,17 @@ def test_claim_section_follows_the_data(tmp_path: Path) -> None:
             assert "**not measured**" in gap and "largest preset here is 10M" in gap
 
 
+def test_reading_beside_the_csv_is_kept_under_the_claim(tmp_path: Path) -> None:
+    csv = write_sweep(tmp_path / "sweep")
+    text = write_sweep_report(csv, tmp_path / "out")[0].read_text()
+    assert "no `READING.md` beside `results.csv` yet" in section(text, "### Likely reasons", "## Training")
+    (tmp_path / "sweep" / "READING.md").write_text("The budget is small.\n")
+    text = write_sweep_report(csv, tmp_path / "out")[0].read_text()
+    reasons = section(text, "### Likely reasons", "## Training")
+    assert "The budget is small." in reasons and "no `READING.md`" not in reasons
+    assert text.index("## Beside the seed study's claim") < text.index("### Likely reasons")
+
+
 def test_claim_gap_narrowing_at_80M_is_judged_from_the_numbers() -> None:
     def stats(gap_80m: float) -> pd.DataFrame:
         rows = [("xlstm[3:1]", "1M", 0.80), ("mamba2", "1M", 0.90), ("xlstm[3:1]", "80M", 0.70),

@@ -8,7 +8,8 @@
 - the budget rule beside the tokens each backbone saw (per parameter) and its training and validation loss;
 - per-frequency and per-term breakdowns at the largest preset;
 - training and validation loss curves and tokens/s per run (when ``runs/`` lies beside the CSV);
-- the seed study's claim (DESIGN §6) set beside the numbers, point by point;
+- the seed study's claim (DESIGN §6) set beside the numbers, point by point, and the likely reasons written by hand
+  in ``READING.md`` beside the CSV;
 - the command line and sources;
 
 and PNGs ``NAME_scaling_<decoding>.png`` (log-log score against parameters) and ``NAME_losses.png``.
@@ -321,6 +322,21 @@ def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str) -> dict
     return {"point": point, "measured": measured, "verdict": "agrees" if narrows else "differs"}
 
 
+READING_FILE = "READING.md"
+"""Hand-written reasons beside the computed verdicts, kept next to ``results.csv`` so a regenerated report keeps
+them; the verdicts are computed, the reasons (data, budget, what the validation split sees) need a person."""
+
+
+def reading_section(results_csv: Path) -> list[str]:
+    """The sweep folder's ``READING.md`` under its own heading, or a line saying none is written yet."""
+    path = results_csv.parent / READING_FILE
+    lines = ["### Likely reasons", ""]
+    if not path.is_file():
+        return [*lines, f"(no `{READING_FILE}` beside `{results_csv.name}` yet: the verdicts above stand alone)", ""]
+    return [*lines, f"Written by hand in `{path}`, against the numbers of the day it names.", "",
+            path.read_text().strip(), ""]
+
+
 def claim_section(stats: pd.DataFrame, decodings: Sequence[str], presets: Sequence[str]) -> list[str]:
     """"Beside the seed study's claim": the claim, then a verdict table per decoding."""
     lines = ["## Beside the seed study's claim", "", CLAIM_TEXT, "",
@@ -520,6 +536,7 @@ def write_sweep_report(results_csv: str | os.PathLike[str], out_dir: str | os.Pa
         lines += breakdown_section(frame, decoding, presets)
 
     lines += claim_section(stats, decodings, presets)
+    lines += reading_section(results_csv)
     lines += training_section(frame, results_csv, out, name, colours, written)
     lines += speed_section(frame)
     lines += sources_section(frame, results_csv, decodings, command)
