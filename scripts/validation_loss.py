@@ -46,7 +46,8 @@ def main() -> None:
     parser.add_argument("--real-data", type=Path, required=True, help="the corpus the runs were trained on")
     parser.add_argument("--validation-share", type=float, default=0.05, help="as given to tsfm train (0.05)")
     parser.add_argument("--validation-split", choices=VALIDATION_SPLITS, default="series",
-                        help="as given to tsfm train (series)")
+                        help="as given to tsfm train (series); common: what series and covering both hold out, "
+                             "to compare runs trained under different splits")
     parser.add_argument("--val-batches", type=int, default=None, help="default: the first checkpoint's setting")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")

@@ -388,16 +388,43 @@ def test_covering_split_holds_out_the_ends_of_small_datasets(tmp_path):
     # ends of 5% of 10,000 and of 2,000 steps; 100 steps cannot spare the 64-step floor: the whole-series rule
     short_goes_to = "validation" if validation_member("small/s2/0", 0.05) else "train"
     assert [s.size for s in small_train] == [9_500, 1_900] + ([100] if short_goes_to == "train" else [])
-    assert [s.size for s in small_val] == [500, 100] + ([100] if short_goes_to == "validation" else [])
-    for head, tail in zip(small_train, small_val, strict=False):
-        assert tail[0] == head[-1] + 1  # the held-out end follows its training part, and is not in it
+    # an end enters validation with its history (the whole series), scored only from the end on
+    small_from = [f for f, d in zip(validation.score_from, validation.datasets, strict=True) if d == "small"]
+    assert [s.size for s in small_val] == [10_000, 2_000] + ([100] if short_goes_to == "validation" else [])
+    assert small_from == [9_500, 1_900] + ([0] if short_goes_to == "validation" else [])
+    for head, whole, start in zip(small_train, small_val, small_from, strict=False):
+        np.testing.assert_array_equal(whole[:start], head)  # the history is the training part ...
+        assert whole[start] == head[-1] + 1  # ... and the scored end follows it, never trained on
     big_val = [s for s, d in zip(validation.series, validation.datasets, strict=True) if d == "big"]
     assert big_val and all(s.size == 300 for s in big_val)  # whole series, as under "series"
+    assert all(f == 0 for f, d in zip(validation.score_from, validation.datasets, strict=True) if d == "big")
     _, by_series = load_corpus(tmp_path / "root", validation_share=0.05)
     assert [s.size for s, d in zip(by_series.series, by_series.datasets, strict=True) if d == "big"] == \
         [s.size for s in big_val]
     with pytest.raises(CorpusError, match="validation_split must be one of"):
         load_corpus(tmp_path / "root", validation_split="random")
+
+
+def test_common_split_scores_only_what_both_splits_hold_out(tmp_path):
+    """"common" keeps a small dataset's series end only where "series" holds out that whole series too, so a model
+    trained under either split is judged on values it never trained on; large datasets are held out as before."""
+    write_dataset(tmp_path / "root" / "big", [{"item_id": f"b{i}", "start": pd.Timestamp("2020-01-01"), "freq": "D",
+                                               "target": np.arange(300, dtype=np.float32)} for i in range(60)])
+    write_dataset(tmp_path / "root" / "mid", [{"item_id": f"m{i}", "start": pd.Timestamp("2020-01-01"), "freq": "H",
+                                               "target": np.arange(4_000, dtype=np.float32)} for i in range(19)])
+    held = [validation_member(f"mid/m{i}/0", 0.2) for i in range(19)]
+    assert any(held) and not all(held)  # the check below covers both cases
+    splits = {name: load_corpus(tmp_path / "root", validation_share=0.2, validation_split=name)[1]
+              for name in ("series", "covering", "common")}
+
+    def part(corpus, dataset):
+        return [(s.size, f) for s, f, d in zip(corpus.series, corpus.score_from, corpus.datasets, strict=True)
+                if d == dataset]
+
+    assert part(splits["covering"], "mid") == [(4_000, 3_200)] * 19  # every end, from its history
+    assert part(splits["series"], "mid") == [(4_000, 0)] * sum(held)  # the held-out series, whole
+    assert part(splits["common"], "mid") == [(4_000, 3_200)] * sum(held)  # their ends: unseen under both
+    assert part(splits["common"], "big") == part(splits["series"], "big") == part(splits["covering"], "big")
 
 
 @pytest.mark.parametrize("argv, message", [

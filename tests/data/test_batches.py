@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tsfm.pipelines.data.batches import BatchConfig, BatchSampler
-from tsfm.pipelines.data.corpus import Corpus
+from tsfm.pipelines.data.corpus import Corpus, CorpusError
 
 PLAIN = dict(synthetic_share=0.0, mixup_prob=0.0, stride_prob=0.0, noise_prob=0.0, missing_prob=0.0,
              mask_ratio=0.0, pool_size=0)
@@ -50,6 +50,24 @@ def test_plain_windows_are_contiguous_cuts_with_left_padding():
         n = (300, 500, 90, 1000)[series]
         assert t0 >= 0 and t0 + values.numel() <= n
     assert len(lengths) > 3  # random context lengths, not only the longest
+
+
+def test_a_held_out_end_is_forecast_from_the_history_before_it():
+    """A series scored from step 900 on (a covering split's held-out end): every window's first forecast step is at
+    or after 900, and its context reaches back into the steps before, up to the full context length."""
+    corpus = Corpus()
+    corpus.append(np.arange(1000, dtype=np.float32), "set0", score_from=900)
+    batch = BatchSampler(config(**PLAIN, batch_size=256), corpus, seed=1).draw(0)
+    first_forecast = batch.target[:, 0]
+    assert torch.isfinite(first_forecast).all() and (first_forecast >= 900).all()
+    observed = torch.isfinite(batch.context).sum(1)
+    assert observed.max() == 128  # long contexts: from the history, not from the 100 held-out steps alone
+    assert (batch.context[:, -1] == first_forecast - 1).all()  # the context ends right before the forecast
+
+
+def test_a_corpus_with_a_score_from_per_series_missing_is_refused():
+    with pytest.raises(CorpusError, match="one score_from per series"):
+        Corpus(series=[np.zeros(10)], datasets=["a"], score_from=[0, 1])
 
 
 def test_same_seed_and_step_give_the_same_batch_and_others_differ():

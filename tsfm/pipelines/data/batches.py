@@ -170,6 +170,9 @@ class BatchSampler:
         self.lengths = torch.from_numpy(lengths).to(self.device)
         first_real = [int(np.argmax(np.isfinite(s))) for s in real.series]
         self.first = torch.tensor(first_real + [0] * self.pool_size, dtype=torch.int64, device=self.device)
+        # the first step a window may forecast: a held-out series end is forecast from the history before it
+        self.score_from = torch.tensor(list(real.score_from) + [0] * self.pool_size, dtype=torch.int64,
+                                       device=self.device)
         share = config.synthetic_share if self.num_real else 1.0
         if not self.pool_size:
             share = 0.0
@@ -240,7 +243,7 @@ class BatchSampler:
         stride = stride[:, None].expand(batch, k_max)
         # A stride the series is too short for falls back to 1.
         stride = torch.where(lengths - first > stride * (cfg.min_context + 1), stride, torch.ones_like(stride))
-        low = (first + stride * cfg.min_context).clamp(max=lengths - 1)
+        low = (first + stride * cfg.min_context).maximum(self.score_from[picks]).clamp(max=lengths - 1)
         cut = (low + (uniform(batch, k_max) * (lengths - low).clamp(min=1)).long()).minimum(lengths - 1)
         longest = ((cut[:, 0] - first[:, 0]) // stride[:, 0]).clamp(min=1, max=cfg.context_length)
         shorter = cfg.min_context + (uniform(batch) * (longest - cfg.min_context + 1).clamp(min=1)).long()

@@ -13,7 +13,9 @@ datasets, 10 of its 12 high-frequency ones. ``validation_split="covering"`` keep
 least :data:`MIN_SERIES_FOR_WHOLE_SERIES` series and holds out the *end* of every series of the smaller ones (the
 last ``validation_share`` of its steps, at least :data:`MIN_HELD_OUT_STEPS`; a series too short for that follows the
 whole-series rule): values the model never trains on, from nearly every dataset, so the validation loss sees every
-frequency of the corpus.
+frequency of the corpus. Such a series enters the validation corpus whole, with ``score_from`` at its end's first
+step: its windows forecast into the end from a context of the steps before it, as the benchmark forecasts from a
+series' history (an end of 5% alone would leave a 5-minute series a few hundred steps of context).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-VALIDATION_SPLITS = ("series", "covering")
-"""How :func:`load_corpus` holds out validation data: whole series only, or also the ends of series (see above)."""
+VALIDATION_SPLITS = ("series", "covering", "common")
+"""How :func:`load_corpus` holds out validation data: whole series only, also the ends of series (see above), or
+what both of those hold out ("common": to judge a model trained under one beside a model trained under the other,
+on values neither trained on)."""
 MIN_SERIES_FOR_WHOLE_SERIES = 20
 """Under ``"covering"``, datasets with fewer series are held out in time, at the end of each series."""
 MIN_HELD_OUT_STEPS = 64
@@ -51,6 +55,14 @@ class Corpus:
 
     series: list[np.ndarray] = field(default_factory=list)
     datasets: list[str] = field(default_factory=list)
+    score_from: list[int] = field(default_factory=list)
+    """Per series, the first step a window may forecast (0: any); the steps before it serve only as context."""
+
+    def __post_init__(self) -> None:
+        if not self.score_from:
+            self.score_from = [0] * len(self.series)
+        if not len(self.series) == len(self.datasets) == len(self.score_from):
+            raise CorpusError("a Corpus needs one dataset name and one score_from per series")
 
     def __len__(self) -> int:
         return len(self.series)
@@ -65,9 +77,10 @@ class Corpus:
     def num_values(self) -> int:
         return int(sum(s.size for s in self.series))
 
-    def append(self, values: np.ndarray, dataset: str) -> None:
+    def append(self, values: np.ndarray, dataset: str, score_from: int = 0) -> None:
         self.series.append(values)
         self.datasets.append(dataset)
+        self.score_from.append(score_from)
 
 
 def validation_member(key: str, share: float) -> bool:
@@ -94,8 +107,8 @@ def load_corpus(
         max_length: keep only the last ``max_length`` steps of longer series (memory; ``None`` keeps all).
         validation_share: share of whole series held out per dataset (by hash; see :func:`validation_member`).
         datasets: only these dataset names (as :func:`~tsfm.pipelines.data.gift_format.list_datasets` gives them).
-        validation_split: ``"series"`` (whole series only) or ``"covering"`` (also the ends of the series of small
-            datasets; see the module docstring).
+        validation_split: ``"series"`` (whole series only), ``"covering"`` (also the ends of the series of small
+            datasets; see the module docstring) or ``"common"`` (the validation values both hold out).
 
     Raises:
         CorpusError: ``root`` is not a folder, holds no dataset, a dataset cannot be read, or no series is usable.
@@ -134,24 +147,28 @@ def load_corpus(
                     variate = variate[-max_length:]
                 if np.isfinite(variate).sum() >= min_length:
                     usable.append((f"{name}/{entry['item_id']}/{v}", np.ascontiguousarray(variate)))
-        in_time = validation_split == "covering" and len(usable) < MIN_SERIES_FOR_WHOLE_SERIES
+        in_time = validation_split != "series" and len(usable) < MIN_SERIES_FOR_WHOLE_SERIES
         for key, variate in usable:
-            if not (in_time and _split_in_time(variate, validation_share, min_length, name, train, validation)):
-                (validation if validation_member(key, validation_share) else train).append(variate, name)
+            held_out = validation_member(key, validation_share)
+            # "common" scores an end only where "series" holds out the whole series too
+            ends_to = validation if held_out or validation_split == "covering" else None
+            if not (in_time and _split_in_time(variate, validation_share, min_length, name, train, ends_to)):
+                (validation if held_out else train).append(variate, name)
     if not len(train):
         raise CorpusError(f"no series under {path} has at least {min_length} observed steps")
     return train, validation
 
 
 def _split_in_time(series: np.ndarray, share: float, min_length: int, dataset: str, train: Corpus,
-                   validation: Corpus) -> bool:
-    """The end of ``series`` (``share`` of its steps, at least :data:`MIN_HELD_OUT_STEPS`) to ``validation``, the rest
-    to ``train``; False (nothing added) for a series too short to spare it or whose either part would be unusable,
-    which the whole-series rule then places."""
+                   validation: Corpus | None) -> bool:
+    """The end of ``series`` (``share`` of its steps, at least :data:`MIN_HELD_OUT_STEPS`) to ``validation`` (the whole
+    series, scored from the end on; nowhere when ``None``), the rest to ``train``; False (nothing added) for a series
+    too short to spare it or whose either part would be unusable, which the whole-series rule then places."""
     held_out = max(MIN_HELD_OUT_STEPS, int(np.ceil(share * series.size)))
     head, tail = series[:-held_out], series[-held_out:]
     if share == 0 or series.size < 4 * held_out or min(np.isfinite(head).sum(), np.isfinite(tail).sum()) < min_length:
         return False
     train.append(np.ascontiguousarray(head), dataset)
-    validation.append(np.ascontiguousarray(tail), dataset)
+    if validation is not None:
+        validation.append(series, dataset, score_from=head.size)
     return True
