@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -16,6 +17,7 @@ from tsfm.pipelines.evaluate import CRPS, MASE
 from tsfm.pipelines.sweep import BUDGET_RULE
 from tsfm.pipelines.sweep_report import (
     SweepReportError,
+    _even_ticks,
     claim_points,
     read_sweep,
     seed_ranges_overlap,
@@ -174,6 +176,13 @@ def test_reading_beside_the_csv_is_kept_under_the_claim(tmp_path: Path) -> None:
     reasons = section(text, "### Likely reasons", "## Training")
     assert "The budget is small." in reasons and "no `READING.md`" not in reasons
     assert text.index("## Beside the seed study's claim") < text.index("### Likely reasons")
+
+
+@pytest.mark.parametrize("low, high, step", [(0.825, 1.209, 0.1), (1.089, 1.648, 0.1), (0.70, 0.74, 0.01)])
+def test_scaling_plot_ticks_are_round_and_cover_the_scores(low: float, high: float, step: float) -> None:
+    ticks = _even_ticks(low, high)
+    assert ticks[0] <= low + 1e-9 and ticks[-1] >= high - 1e-9 and 3 <= len(ticks) <= 9
+    assert np.allclose(np.diff(ticks), step)
 
 
 def test_claim_gap_narrowing_at_80M_is_judged_from_the_numbers() -> None:

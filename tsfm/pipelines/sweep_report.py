@@ -449,7 +449,7 @@ def _colours(backbones: Sequence[str]) -> dict[str, object]:
 
 def plot_scaling(stats: pd.DataFrame, decoding: str, path: Path, colours: dict[str, object]) -> Path:
     """Log-log MASE and CRPS against parameters, one line per backbone, min-max over seeds as error bars."""
-    from matplotlib.ticker import FormatStrFormatter
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
     fig, axes = _figure(2)
     cells = stats[stats["decoding"] == decoding]
@@ -461,8 +461,11 @@ def plot_scaling(stats: pd.DataFrame, decoding: str, path: Path, colours: dict[s
                         color=colours[backbone])
         ax.set_xscale("log")
         ax.set_yscale("log")
-        for axis_ticks in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-            axis_ticks(FormatStrFormatter("%.2f"))  # scores near 1: "0.85" reads better than "8.5 x 10^-1"
+        # scores near 1 span less than a decade, where log ticks leave gaps: evenly spaced labelled ticks instead
+        ax.yaxis.set_major_locator(FixedLocator(_even_ticks(cells[f"{metric}_min"].min(),
+                                                            cells[f"{metric}_max"].max())))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))  # "0.85" reads better than "8.5 x 10^-1"
         ax.set_xlabel("parameters")
         ax.set_ylabel(f"normalised {metric} (geometric mean)")
         ax.set_title(f"{metric}, {decoding} decoding")
@@ -471,6 +474,14 @@ def plot_scaling(stats: pd.DataFrame, decoding: str, path: Path, colours: dict[s
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     return path
+
+
+def _even_ticks(low: float, high: float, count: int = 6) -> np.ndarray:
+    """About ``count`` ticks at a round step (1, 2 or 5 times a power of ten) covering ``[low, high]``."""
+    raw = max(high - low, 0.05 * abs(high), 1e-6) / count  # one run, or seeds that agree: still a few ticks
+    power = 10.0 ** np.floor(np.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return np.arange(np.floor(low / step), np.ceil(high / step) + 0.5) * step
 
 
 def plot_losses(losses: dict[str, pd.DataFrame], backbone_of: dict[str, str], path: Path,
