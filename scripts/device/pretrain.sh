@@ -8,8 +8,9 @@
 #
 # A run spread over chained calls (each issued at once, so the machine is still warm) whose step count should fill
 # TOTAL_MINUTES of training: STEPS=auto with BENCH_STEP=1 times the step of BENCH_SPEC at BENCH_PRESET and
-# BENCH_BATCH (compiled), and plans 0.75 x TOTAL_MINUTES / step time steps, written to runs/$RUN/planned_steps so the
-# later calls resume with the same schedule. EVAL=0 skips the benchmark and patterns (calls before the last).
+# BENCH_BATCH (compiled if the run is), and plans 0.75 x TOTAL_MINUTES / step time steps, kept in
+# runs/$RUN/planned_steps so the later calls resume with the same schedule. EVAL=0 skips the benchmark and patterns
+# (calls before the last).
 #
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
 # gzipped (scripts/device/pack_carry.sh). Everything after the variables is passed to `tsfm train`.
@@ -21,9 +22,12 @@ nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,nohe
 if [ "${BENCH:-0}" = 1 ]; then  # the data path alone, then the training step eager and compiled
     timeout 120 python3 -m benchmarks.data_path --real data/device/pretrain --out "$OUT/pack" 2>&1 | tail -16
 fi
+compiled=0  # the run trains under torch.compile (mamba2 and gdn do not compile in Inductor here: RESULTS.md)
+for arg in "$@"; do [ "$arg" = --compile ] && compiled=1; done
 if [ "${BENCH_STEP:-0}" = 1 ] && [ ! -f "runs/$RUN/planned_steps" ]; then
+    bench_compile=(); { [ "$compiled" = 1 ] || [ "${COMPILE:-}" = auto ]; } && bench_compile=(--compile)
     timeout 180 python3 -m benchmarks.train_gpu --specs "${BENCH_SPEC:-xlstm[3:1]}" --presets "${BENCH_PRESET:-10M}" \
-        --batch-size "${BENCH_BATCH:-1024}" --steps 10 --compile --out "$OUT/pack" 2>&1 | tail -6
+        --batch-size "${BENCH_BATCH:-1024}" --steps 10 "${bench_compile[@]}" --out "$OUT/pack" 2>&1 | tail -6
     # COMPILE=auto: train compiled only if the timing above shows it at least 15% faster (the decision is printed)
     if [ "${COMPILE:-}" = auto ] && python3 - "$OUT/pack/train_gpu.jsonl" <<'PY'
 import json, sys
@@ -34,15 +38,17 @@ print(f"compile decision: {'on' if ok else 'off'} (eager {eager and eager['ms_pe
       f"compiled {compiled and compiled['ms_per_step']:.1f} ms)" if eager and compiled else "compile decision: off")
 sys.exit(0 if ok else 1)
 PY
-    then set -- "$@" --compile; fi
+    then set -- "$@" --compile; compiled=1; fi
 fi
-if [ "$STEPS" = auto ]; then  # planned once, from the compiled step time above; resumed calls reuse the plan
+if [ "$STEPS" = auto ]; then  # planned once, from the step time above (as the run trains); resumed calls reuse it
     if [ ! -f "runs/$RUN/planned_steps" ]; then
         mkdir -p "runs/$RUN"
-        python3 - "$OUT/pack/train_gpu.jsonl" "${TOTAL_MINUTES:?STEPS=auto needs TOTAL_MINUTES}" \
-            > "runs/$RUN/planned_steps" <<'PY' || { echo "STEPS=auto: no compiled step time (BENCH_STEP=1?)"; exit 1; }
+        python3 - "$OUT/pack/train_gpu.jsonl" "${TOTAL_MINUTES:?STEPS=auto needs TOTAL_MINUTES}" "$compiled" \
+            > "runs/$RUN/planned_steps" <<'PY' \
+            || { rm -f "runs/$RUN/planned_steps"; echo "STEPS=auto: no step time (BENCH_STEP=1?)"; exit 1; }
 import json, sys
-rows = [r for r in map(json.loads, open(sys.argv[1])) if "error" not in r and r["ops"] == "triton + compile"]
+ops = "triton + compile" if sys.argv[3] == "1" else "triton"
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "error" not in r and r["ops"] == ops]
 # `tsfm train` (data path, validation, checkpoints) kept ~0.8 of the benchmark's step rate (8,991 vs 11.2k windows/s)
 print(int(0.75 * float(sys.argv[2]) * 60_000 / rows[0]["ms_per_step"]))
 PY
