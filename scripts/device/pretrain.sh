@@ -66,8 +66,12 @@ print({k: p[k] for k in ("steps", "windows_seen", "train_seconds", "best_val_los
 print(f"windows/s over the run: {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
 if [ "${EVAL:-1}" = 1 ]; then
-    timeout "${EVAL_SECONDS:-240}" python3 scripts/eval_checkpoints.py "runs/$RUN/model" --names "$RUN" \
-        --benchmark data/device/benchmark --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
+    # DECODINGS="masked autoregressive" scores each (EVAL_SECONDS each); the default is the checkpoint's own
+    for decoding in ${DECODINGS:-own}; do
+        choice=(--names "$RUN"); [ "$decoding" = own ] || choice=(--names "$RUN-$decoding" --decoding "$decoding")
+        timeout "${EVAL_SECONDS:-240}" python3 scripts/eval_checkpoints.py "runs/$RUN/model" "${choice[@]}" \
+            --benchmark data/device/benchmark --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
+    done
     # textbook patterns (seconds): does the model continue a sine, a sawtooth, two seasons? (tsfm/pipelines/patterns.py)
     timeout 120 python3 -m tsfm patterns --model "runs/$RUN/model" --out "$OUT/pack/patterns" --device cuda 2>&1 \
         | grep -E "^\| (sine|two seasons) " | head -16
