@@ -26,6 +26,7 @@ from tsfm.pipelines.sweep import (
     SweepSettings,
     _child_env,
     _configs,
+    append_rows,
     plan_runs,
     run_sweep,
 )
@@ -175,3 +176,17 @@ def test_side_by_side_runs_share_the_host_cores(monkeypatch):
     assert _child_env(32)["OMP_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the caller's choice wins
     assert _child_env(6)["OMP_NUM_THREADS"] == "3"
+
+
+def test_appended_rows_leave_the_committed_rows_byte_for_byte(tmp_path):
+    path = tmp_path / "results.csv"
+    committed = "run,MASE\na,0.1234567890123456789\n"  # more digits than pandas would print back
+    path.write_text(committed)
+    append_rows(path, [{"MASE": 0.5, "run": "b"}])  # columns in another order: placed under the header's
+    assert path.read_text() == committed + "b,0.5\n"
+    append_rows(path, [{"run": "c", "MASE": 0.25, "CRPS": 0.2}])  # a new column: one rewrite, every row kept
+    frame = pd.read_csv(path)
+    assert frame["run"].tolist() == ["a", "b", "c"] and frame["CRPS"].isna().tolist() == [True, True, False]
+    fresh = tmp_path / "new.csv"
+    append_rows(fresh, [{"run": "a", "MASE": 1.0}])
+    assert fresh.read_text() == "run,MASE\na,1.0\n"

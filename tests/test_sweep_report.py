@@ -19,6 +19,7 @@ from tsfm.pipelines.sweep_report import (
     SweepReportError,
     _even_ticks,
     claim_points,
+    mix_points,
     read_sweep,
     seed_ranges_overlap,
     write_sweep_report,
@@ -248,3 +249,18 @@ def test_cli_sweep_report_bad_input_exits_2(tmp_path: Path, capsys: pytest.Captu
     with pytest.raises(SweepReportError, match="not a readable CSV"):
         (tmp_path / "empty.csv").write_text("")
         read_sweep(tmp_path / "empty.csv")
+
+
+def test_mix_claim_is_judged_against_both_pure_xlstm_forms() -> None:
+    def stats(mix: float) -> pd.DataFrame:
+        rows = [("xlstm[1:0]", 1.50), ("xlstm[0:1]", 1.25), ("xlstm[3:1]", mix), ("gdn", 1.00)]
+        return pd.DataFrame([{"decoding": "masked", "backbone": b, "preset": "10M", "MASE": v, "CRPS": v, "seeds": 1}
+                             for b, v in rows])
+
+    lost = {p["point"]: p for p in mix_points(stats(1.53), "masked")}
+    point = lost["10M, MASE: a mix of mLSTM and sLSTM beats either alone"]
+    assert point["verdict"] == "differs" and "best pure `xlstm[0:1]` 1.250" in point["measured"]
+    won = mix_points(stats(1.20), "masked")
+    assert {p["verdict"] for p in won} == {"agrees"} and len(won) == 2  # MASE and CRPS; gdn is never a mix
+    assert mix_points(stats(1.20).query("backbone != 'xlstm[0:1]'"), "masked") == []  # one pure form missing
+    assert mix_points(stats(1.20), "autoregressive") == []

@@ -23,6 +23,7 @@ fill an H200 alone.
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import json
 import math
@@ -264,15 +265,27 @@ def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, 
     return pd.DataFrame(rows).to_dict("records")
 
 
-def _append_rows(settings: SweepSettings, rows: list[dict[str, Any]]) -> None:
+def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Append ``rows`` to the CSV at ``path`` (atomically, through a temporary file).
+
+    The rows already there stay byte for byte: a rewrite through pandas would print their floats as the writing
+    machine's pandas does (the device's differs in the last digit), a diff of every committed row. Only rows that
+    bring a column the header lacks make the file be rewritten whole, with the new column.
+    """
     import pandas as pd
 
-    path = results_path(settings)
     frame = pd.DataFrame(rows)
-    if path.is_file():
-        frame = pd.concat([pd.read_csv(path), frame], ignore_index=True)
     tmp = path.with_suffix(".tmp")
-    frame.to_csv(tmp, index=False)
+    if path.is_file():
+        text = path.read_text()
+        header = next(csv.reader([text.partition("\n")[0]]))
+        if set(frame.columns) <= set(header):
+            tmp.write_text(text + ("" if text.endswith("\n") else "\n")
+                           + frame.reindex(columns=header).to_csv(index=False, header=False, lineterminator="\n"))
+            tmp.replace(path)
+            return
+        frame = pd.concat([pd.read_csv(path), frame], ignore_index=True)
+    frame.to_csv(tmp, index=False, lineterminator="\n")
     tmp.replace(path)
 
 
@@ -328,7 +341,7 @@ def run_sweep(runs: Sequence[SweepRun], settings: SweepSettings, *, parallel: in
         for run in todo:
             rows = train_and_score(run, settings, progress=progress)
             if rows:
-                _append_rows(settings, rows)
+                append_rows(results_path(settings), rows)
                 finished.append(run.name)
         return finished
     pending = list(todo)
@@ -353,7 +366,7 @@ def run_sweep(runs: Sequence[SweepRun], settings: SweepSettings, *, parallel: in
             elif rows_file.is_file():
                 rows = json.loads(rows_file.read_text())
                 if rows:
-                    _append_rows(settings, rows)
+                    append_rows(results_path(settings), rows)
                     finished.append(name)
     return finished
 

@@ -22,6 +22,7 @@ canvas, never pyplot, so callers' figures and backends are left alone.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -39,6 +40,7 @@ __all__ = [
     "breakdown",
     "cell_stats",
     "claim_points",
+    "mix_points",
     "read_sweep",
     "run_scores",
     "seed_ranges_overlap",
@@ -58,6 +60,11 @@ CLAIM_NARROW_PRESET = "80M"
 CLAIM_TEXT = (
     "The seed study reports that xLSTM `[3:1]` leads Mamba-2 and Gated DeltaNet on both MASE and CRPS from 1M to "
     "40M parameters, with the gap narrowing at 80M (DESIGN §6)."
+)
+MIX_TEXT = (
+    "xLSTM's edge is said to come from combining accumulation (mLSTM blocks) with state tracking (sLSTM blocks) "
+    "(the project's brief): then a mix `xlstm[a:b]` with both kinds of block should beat `xlstm[1:0]` (mLSTM only) and "
+    "`xlstm[0:1]` (sLSTM only) at the ablation preset."
 )
 DPI = 72  # small PNGs: they are committed
 
@@ -322,6 +329,33 @@ def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str) -> dict
     return {"point": point, "measured": measured, "verdict": "agrees" if narrows else "differs"}
 
 
+def xlstm_ratio(backbone: str) -> tuple[int, int] | None:
+    """``(a, b)`` of ``xlstm[a:b]`` (mLSTM to sLSTM blocks); None for any other backbone."""
+    match = re.fullmatch(r"xlstm\[(\d+):(\d+)\]", backbone)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def mix_points(stats: pd.DataFrame, decoding: str) -> list[dict[str, str]]:
+    """The mix claim, per preset where both pure forms and a mix ran, per metric: whether the best mix scores below
+    both ``xlstm[1:0]`` and ``xlstm[0:1]``. Same keys as :func:`claim_points`."""
+    cells = stats[stats["decoding"] == decoding]
+    cells = cells.assign(ratio=cells["backbone"].map(xlstm_ratio)).dropna(subset=["ratio"])
+    points = []
+    for preset, here in cells.groupby("preset", sort=False):
+        pure = {ratio: here[here["ratio"] == ratio] for ratio in ((1, 0), (0, 1))}
+        mixes = here[here["ratio"].map(lambda r: min(r) > 0)]
+        if any(p.empty for p in pure.values()) or mixes.empty:
+            continue
+        for metric in METRICS:
+            best_mix, mix_score = leader(mixes, metric)
+            best_pure, pure_score = leader(pd.concat(pure.values()), metric)
+            measured = (f"best mix `{best_mix}` {mix_score:.3f}; best pure `{best_pure}` {pure_score:.3f} "
+                        f"(mix / pure - 1: {mix_score / pure_score - 1:+.1%})")
+            points.append({"point": f"{preset}, {metric}: a mix of mLSTM and sLSTM beats either alone",
+                           "measured": measured, "verdict": "agrees" if mix_score < pure_score else "differs"})
+    return points
+
+
 READING_FILE = "READING.md"
 """Hand-written reasons beside the computed verdicts, kept next to ``results.csv`` so a regenerated report keeps
 them; the verdicts are computed, the reasons (data, budget, what the validation split sees) need a person."""
@@ -346,6 +380,12 @@ def claim_section(stats: pd.DataFrame, decodings: Sequence[str], presets: Sequen
         points = claim_points(stats, decoding, presets)
         lines += [f"### Decoding: {decoding}", ""]
         rows = ([p["point"], p["measured"], f"**{p['verdict']}**"] for p in points)
+        lines += [*markdown_table(["claim", "measured", "verdict"], rows), ""]
+    mixes = {decoding: mix_points(stats, decoding) for decoding in decodings}
+    if any(mixes.values()):
+        lines += ["### Mixing mLSTM and sLSTM (ablations)", "", MIX_TEXT, ""]
+        rows = ([p["point"] + f" ({decoding})", p["measured"], f"**{p['verdict']}**"]
+                for decoding, points in mixes.items() for p in points)
         lines += [*markdown_table(["claim", "measured", "verdict"], rows), ""]
     return lines
 
