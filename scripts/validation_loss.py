@@ -30,14 +30,16 @@ from tsfm.heads import pinball_per_step
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch
 from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
-from tsfm.pipelines.train import GROWABLE_FIELDS, TrainConfig, validation_batches
+from tsfm.pipelines.train import TrainConfig, validation_batches
 from tsfm.seasonality import detect_period
+
+WINDOW_FIELDS = ("context_length", "patch_size", "train_horizon_patches", "quantile_levels")
+"""The model settings that shape the validation windows and their loss (``validation_batches``): models that agree
+on them are scored on the same windows, whatever their backbone, size or grown modules."""
 
 
 def _window_fields(config: dict) -> dict:
-    """The model settings that shape the validation windows: all but the modules a run may grow
-    (:data:`GROWABLE_FIELDS`), so a grown run is compared with its parent on the same windows."""
-    return {k: v for k, v in config.items() if k not in GROWABLE_FIELDS}
+    return {k: config.get(k) for k in WINDOW_FIELDS}
 
 
 def main() -> None:
@@ -74,7 +76,8 @@ def main() -> None:
     for name in args.models:
         model = load_model(name, device=args.device)
         if _window_fields(model.config.to_dict()) != _window_fields(model_config.to_dict()):
-            parser.error(f"{name} is another model than {args.models[0]}: their validation windows would differ")
+            parser.error(f"{name} differs from {args.models[0]} in {WINDOW_FIELDS}: their validation windows "
+                         "would differ")
         with torch.no_grad(), autocast:
             losses = [float(model.training_loss(b.context, b.target)) for b in batches]
         loss = sum(losses) / len(losses)
