@@ -105,3 +105,26 @@ def test_builtin_models_load_and_forecast():
         forecast = model.forecast(context, 40)
         assert forecast.shape == (1, len(model.quantile_levels), 40) and torch.isfinite(forecast).all()
         assert (forecast.diff(dim=1) >= 0).all()
+
+
+@pytest.mark.parametrize("decoding", ["masked", "autoregressive"])
+def test_xlstm_conv_round_trip_keeps_the_spec_and_the_forecasts(tmp_path, decoding):
+    """The spec with its option is what config.json stores, and it rebuilds the conv; autoregressive decoding
+    carries the conv state from the prefill through every step."""
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="xlstm[1:1,conv]", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
+                         decoding=decoding)
+    model = Forecaster(config).eval()
+    path = save_model(model, tmp_path / "ckpt")
+    assert json.loads((path / "config.json").read_text())["model"]["backbone"] == "xlstm[1:1,conv]"
+    loaded = load_model(path)
+    assert loaded.config == model.config
+    assert loaded.backbone.mlstm_conv and "backbone.blocks.0.mixer.conv.weight" in loaded.state_dict()
+    context = torch.randn(4, 70)
+    assert torch.equal(model.forecast(context, 20), loaded.forecast(context, 20))
+
+    payload = json.loads((path / "config.json").read_text())
+    payload["model"]["backbone"] = "xlstm[1:1]"  # the same weights cannot load as the model without the conv
+    (path / "config.json").write_text(json.dumps(payload))
+    with pytest.raises(CheckpointError):
+        load_model(path)

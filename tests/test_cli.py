@@ -168,3 +168,26 @@ def test_info_with_a_missing_model_still_prints_the_machine(capsys):
     assert main(["info", "--model", "/no/such/model"]) == 2
     captured = capsys.readouterr()
     assert "torch" in captured.out and captured.err.startswith("error: cannot load model")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("xlstm[3:1],mamba2,gdn", ["xlstm[3:1]", "mamba2", "gdn"]),
+     ("xlstm[1:0,conv], gdn[neg_eigval] ,xlstm[3:1,conv]", ["xlstm[1:0,conv]", "gdn[neg_eigval]", "xlstm[3:1,conv]"]),
+     ("xlstm[1:0,conv]", ["xlstm[1:0,conv]"]), (",mamba2,,", ["mamba2"]), ("", [])],
+)
+def test_backbone_lists_keep_commas_inside_brackets(text: str, expected: list[str]) -> None:
+    from tsfm.cli import split_specs
+    from tsfm.pipelines.state_tracking.cli import _names
+
+    assert split_specs(text) == expected
+    assert _names(text) == expected  # tsfm tasks run --backbones
+
+
+def test_sweep_plans_an_xlstm_conv_run_with_a_folder_safe_name() -> None:
+    from tsfm.cli import split_specs
+    from tsfm.pipelines.sweep import plan_runs
+
+    runs = plan_runs(split_specs("xlstm[1:0,conv],xlstm[1:0]"), ["1M"])
+    assert [run.backbone for run in runs] == ["xlstm[1:0,conv]", "xlstm[1:0]"]
+    assert [run.name for run in runs] == ["xlstm_1_0_conv-1M-s0", "xlstm_1_0-1M-s0"]

@@ -79,7 +79,7 @@ def graph_run_eagerly(monkeypatch):
     monkeypatch.setattr(GraphedPatchStep, "_capture", capture)
 
 
-@pytest.mark.parametrize("spec", ["xlstm[1:1]", "mamba2"])
+@pytest.mark.parametrize("spec", ["xlstm[1:1]", "xlstm[1:1,conv]", "mamba2"])
 def test_captured_work_advances_the_static_state_like_eager(spec, graph_run_eagerly):
     """What the graph records (embed, step, copy of the new state into the static buffers), run without a GPU:
     consecutive calls continue from the buffers and match the eager path; a new state restarts from it; a wrong
@@ -163,7 +163,7 @@ def test_benchmark_model_names():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: captures a CUDA graph")
-@pytest.mark.parametrize("spec", ["xlstm[1:1]", "gdn"])
+@pytest.mark.parametrize("spec", ["xlstm[1:1]", "xlstm[1:1,conv]", "gdn"])
 def test_graphed_matches_eager_on_cuda(spec):
     model = tiny(spec).cuda()
     _, state = opened_state(model, 4)

@@ -8,7 +8,7 @@ from tsfm.model import REANCHOR_PATCHES, Forecaster, num_parameters
 from tsfm.patching import patch_tokens, patchify
 from tsfm.scaling import apply_scale, fit_scale, invert_scale
 
-SPECS = ["xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
+SPECS = ["xlstm[3:1]", "xlstm[1:0]", "xlstm[1:0,conv]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
 
 
 def tiny(backbone: str = "xlstm[1:1]", **kw) -> Forecaster:

@@ -1,5 +1,8 @@
+import re
+
 import pytest
 
+from tsfm.backbones.xlstm import block_layout, parse_ratio
 from tsfm.presets import PRESET_TARGETS, STANDARD_SPECS, TOLERANCE, config_num_parameters, preset_config
 
 
@@ -41,3 +44,21 @@ def test_every_preset_has_a_sweep_recipe():
     from tsfm.pipelines.sweep import RECIPES
 
     assert list(RECIPES) == list(PRESET_TARGETS)
+
+
+@pytest.mark.parametrize("spec", ["xlstm[1:0]", "xlstm[3:1]", "xlstm[1:1]"])
+@pytest.mark.parametrize("preset", list(PRESET_TARGETS))
+def test_xlstm_conv_takes_its_base_shape(spec, preset):
+    """An ablation of the mLSTM conv differs from its base by the conv's parameters only, never by a re-solved
+    width (solved on its own, xlstm[3:1,conv] at 3M would pick d_model 192 against 160)."""
+    conv_spec = spec.replace("]", ",conv]")
+    base, conv = preset_config(spec, preset), preset_config(conv_spec, preset)
+    assert conv.backbone == conv_spec and conv.replace(backbone=spec) == base
+    n_mlstm = block_layout(base.n_layers, *parse_ratio(spec[len("xlstm["):-1])).count("mlstm")
+    extra = config_num_parameters(conv) - config_num_parameters(base)
+    assert extra == n_mlstm * (base.conv_kernel + 1) * base.d_model  # depthwise weight and bias per mLSTM block
+
+
+def test_bad_xlstm_option_fails_before_sizing():
+    with pytest.raises(ValueError, match=re.escape("'xlstm[1:0,foo]'")):
+        preset_config("xlstm[1:0,foo]", "1M")

@@ -14,7 +14,7 @@ from tsfm.model import Forecaster
 from tsfm.scaling import ScaleParams
 from tsfm.stream import Stream, StreamError, open_stream
 
-SPECS = ["xlstm[3:1]", "xlstm[1:1]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
+SPECS = ["xlstm[3:1]", "xlstm[1:1]", "xlstm[1:1,conv]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
 P = 8
 
 

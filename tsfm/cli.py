@@ -159,6 +159,23 @@ MODEL_ARG = arg(
 DEVICE_ARG = arg("--device", default=None, help="torch device, e.g. cpu or cuda (default: cpu)")
 
 
+def split_specs(text: str) -> list[str]:
+    """Comma-separated backbone specs, keeping the commas inside brackets: ``"xlstm[1:0,conv],gdn"`` ->
+    ``["xlstm[1:0,conv]", "gdn"]``; items are stripped and empty ones dropped. Only the split happens here (no
+    torch import, so argparse may call it); the specs are checked where the backbones are built."""
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            items.append(text[start:index])
+            start = index + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
 def _quantile_levels(text: str) -> list[float]:
     """argparse type for ``0.1,0.5,0.9``; range checks happen in the API so the messages stay the same."""
     try:

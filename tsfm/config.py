@@ -30,7 +30,8 @@ class ModelConfig:
         n_layers: number of residual blocks (each block = mixer + gated FFN).
         n_heads: heads of the sequence mixer (head dim = d_model // n_heads).
         ffn_mult: hidden width of the gated FFN as a multiple of ``d_model`` (rounded up to a multiple of 16).
-        conv_kernel: width of the short causal depthwise convolution used by Mamba-2 and Gated DeltaNet.
+        conv_kernel: width of the short causal depthwise convolution used by Mamba-2, Gated DeltaNet and the
+            mLSTM layers of ``xlstm[a:b,conv]``.
         chunk_size: chunk length handed to the chunkwise kernels (tokens, not time steps).
         patch_size: time steps per token (DESIGN §2: 32).
         quantile_levels: levels the head predicts, sorted, in (0, 1).

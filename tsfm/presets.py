@@ -4,7 +4,8 @@ Every backbone at a given preset has the same depth, head width and context; onl
 the FFN width (``ffn_mult``) are chosen per backbone so the *total* parameter count (embedding, backbone, head,
 norms) lands on the target. That keeps a scaling sweep a comparison of sequence mixers at equal budget.
 The table below was produced by ``python -m tsfm.presets`` (``solve_preset``); specs not in the table (e.g.
-``xlstm[2:1]``) are solved on the fly the same way.
+``xlstm[2:1]``) are solved on the fly the same way. An ablation flag that only adds a few parameters keeps its base
+spec's shape (:func:`shape_spec`: ``xlstm[a:b,conv]`` is sized as ``xlstm[a:b]``).
 """
 
 from __future__ import annotations
@@ -108,6 +109,24 @@ def _config(backbone: str, preset: str, d_model: int, ffn_mult: float, **overrid
                        n_heads=d_model // shape.head_dim, ffn_mult=ffn_mult, **overrides)
 
 
+def shape_spec(backbone: str) -> str:
+    """The spec whose preset shape ``backbone`` takes: ``xlstm[a:b,conv]`` -> ``xlstm[a:b]``, any other spec itself.
+
+    The mLSTM conv adds ``(conv_kernel + 1) d`` parameters per mLSTM block (0.03-0.3% of a preset). Solved on its
+    own, the variant can land on another width (``xlstm[3:1,conv]`` at 3M: ``d = 192``, ``ffn_mult = 1.5`` against
+    ``160``, ``3.0`` for ``xlstm[3:1]``), and an ablation would then compare widths rather than the conv.
+    """
+    from tsfm.backbones.registry import parse_backbone_spec
+
+    name, options = parse_backbone_spec(backbone)
+    if name != "xlstm" or options is None or "," not in options:
+        return backbone
+    from tsfm.backbones.xlstm import parse_options
+
+    (n_mlstm, n_slstm), _ = parse_options(options)  # a bad spec fails here, naming itself
+    return f"xlstm[{n_mlstm}:{n_slstm}]"
+
+
 def solve_preset(backbone: str, preset: str) -> tuple[int, float]:
     """Search ``(d_model, ffn_mult)`` so the total parameter count is closest to the preset's target.
 
@@ -138,7 +157,8 @@ def preset_config(backbone: str, preset: str, **overrides) -> ModelConfig:
     """
     if preset not in PRESET_TARGETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESET_TARGETS)}")
-    d_model, ffn_mult = PRESET_TABLE.get((backbone, preset)) or solve_preset(backbone, preset)
+    base = shape_spec(backbone)
+    d_model, ffn_mult = PRESET_TABLE.get((base, preset)) or solve_preset(base, preset)
     return _config(backbone, preset, d_model, ffn_mult, **overrides)
 
 

@@ -13,7 +13,8 @@ import torch
 from tsfm.backbones import Backbone, build_backbone
 from tsfm.config import ModelConfig
 
-SPECS = ["xlstm[3:1]", "xlstm[1:0]", "xlstm[1:1]", "xlstm[0:1]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer"]
+SPECS = ["xlstm[3:1]", "xlstm[1:0]", "xlstm[1:1]", "xlstm[0:1]", "xlstm[1:0,conv]", "xlstm[3:1,conv]", "mamba2", "gdn",
+         "gdn[neg_eigval]", "transformer"]
 BATCH, LENGTH, D_MODEL = 2, 13, 32
 TIGHT = {"rtol": 1e-9, "atol": 1e-9}
 
@@ -129,7 +130,7 @@ def test_gradient_reaches_every_parameter(spec: str) -> None:
     assert x.grad is not None and torch.isfinite(x.grad).all()
 
 
-@pytest.mark.parametrize("spec", ["xlstm[1:1]", "mamba2", "gdn", "transformer"])
+@pytest.mark.parametrize("spec", ["xlstm[1:1]", "xlstm[1:1,conv]", "mamba2", "gdn", "transformer"])
 def test_bad_input_shape_is_a_clear_error(spec: str) -> None:
     backbone = make_backbone(spec)
     with pytest.raises(ValueError, match="d_model=32"):

@@ -4,6 +4,14 @@
 ``[1:0]`` is all mLSTM, ``[0:1]`` all sLSTM (TiRex-like), ``[1:1]`` alternates starting with mLSTM.
 Both cells are DESIGN §3's stabilised exponential-gating forms, run by ``tsfm.kernels.ops``; this module only projects
 inputs to the ops' arguments and their outputs back to the residual stream.
+
+Options after the ratio, comma-separated: ``xlstm[a:b,conv]`` gives every mLSTM layer the xLSTM paper's short causal
+depthwise convolution (width ``config.conv_kernel``, as Mamba-2 and Gated DeltaNet here): ``q, k`` and the gates read
+``silu(conv(x))``, ``v`` and the output gate read ``x`` (see :class:`MLSTMLayer`). Without it the mLSTM layer follows
+xLSTM-7B, which dropped the conv; ``xlstm[a:b]`` and ``xlstm`` build exactly the modules they always did, so saved
+checkpoints load unchanged. sLSTM layers have no conv either way. With options the ratio must be written out
+(``xlstm[3:1,conv]``, not ``xlstm[conv]``) so each model has one spelling in run names and preset tables, and
+``conv`` needs ``a >= 1`` (with no mLSTM block it would change nothing).
 """
 
 from __future__ import annotations
@@ -12,10 +20,12 @@ import math
 import re
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tsfm.backbones.blocks import (
     BlockStack,
+    CausalConv1d,
     Mixer,
     MultiHeadRMSNorm,
     init_linear,
@@ -27,37 +37,68 @@ from tsfm.config import ModelConfig
 from tsfm.kernels import ops
 
 DEFAULT_RATIO = "3:1"
+OPTIONS = ("conv",)  # flags that may follow the ratio, e.g. "xlstm[1:0,conv]"
 _RATIO_RE = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
 
 class MLSTMLayer(Mixer):
-    """mLSTM mixer (matrix memory, xLSTM-7B layout without the conv): per head ``q, k, v`` in ``R^{d/H}``, scalar
-    input and forget gate pre-activations, the ``mlstm`` op, per-head RMS norm, output gate
-    ``sigmoid(W_o x)``, output projection.
+    """mLSTM mixer (matrix memory): per head ``q, k, v`` in ``R^{d/H}``, scalar input and forget gate
+    pre-activations, the ``mlstm`` op, per-head RMS norm, output gate ``sigmoid(W_o x)``, output projection.
+
+    Without ``conv`` (the default) this is xLSTM-7B's layout: everything is projected from the block input ``x``
+    (``q, k, v, o`` in one GEMM), and the state is the ``mlstm`` op's ``(C, n, m)``.
+
+    With ``conv`` it is the xLSTM paper's mLSTM block (Beck et al. 2024, without its up-projection, block-diagonal
+    ``q, k, v`` projections, learnable skip and swish output gate): ``c = silu(CausalConv1d(x))`` over the ``d``
+    channels of ``x``; ``q, k`` are projected from ``c`` and ``v, o`` from ``x`` (one GEMM per input); the state is
+    ``(conv_state [B, K-1, d], (C, n, m))`` like Mamba-2's ``(conv_state, ssm_state)``. The input and forget gate
+    pre-activations are projected from ``c`` too. (The official xLSTM code feeds its gates ``cat(q, k, v)``, a
+    linear function of both ``c`` and ``x``.) ``c`` is chosen because the gates decide when, and how strongly, the
+    key ``k(c)`` is written: reading the same few-token window as the key lets a write be triggered by local shape
+    (a slope, the phase of a short season) rather than by one noisy token, which is what the option is for; it also
+    keeps the gates one small GEMM on one input, as without the conv. Without the conv ``c = x`` and both readings
+    agree.
 
     Gate init follows the xLSTM paper: forget bias ``linspace(3, 6)`` over heads (``sigmoid`` 0.95-0.998, so
-    every head starts with long memory, at different lengths), input bias ``N(0, 0.1)``.
+    every head starts with long memory, at different lengths), input bias ``N(0, 0.1)``. The conv keeps
+    :class:`CausalConv1d`'s init (PyTorch's depthwise ``Conv1d`` default, as the xLSTM code).
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, conv: bool = False) -> None:
         super().__init__()
         d, heads = config.d_model, config.n_heads
         self.n_heads, self.head_dim, self.chunk_size = heads, config.head_dim, config.chunk_size
-        self.in_proj = nn.Linear(d, 4 * d, bias=False)  # q, k, v and output gate o, one GEMM
-        self.gate_proj = nn.Linear(d, 2 * heads)  # input and forget gate pre-activations per head
+        # The modules are created (and the RNG drawn) in the same order as before the conv option existed, so a
+        # seeded ``xlstm[a:b]`` initialises to the same numbers and old checkpoints keep their parameter names.
+        self.conv: CausalConv1d | None = None
+        if conv:
+            self.conv = CausalConv1d(d, config.conv_kernel)
+            self.qk_proj = nn.Linear(d, 2 * d, bias=False)  # q, k from c = silu(conv(x)), one GEMM
+            self.vo_proj = nn.Linear(d, 2 * d, bias=False)  # v and output gate o from x, one GEMM
+            projections: tuple[nn.Linear, ...] = (self.qk_proj, self.vo_proj)
+        else:
+            self.in_proj = nn.Linear(d, 4 * d, bias=False)  # q, k, v and output gate o, one GEMM
+            projections = (self.in_proj,)
+        self.gate_proj = nn.Linear(d, 2 * heads)  # input and forget gate pre-activations per head (from c)
         self.norm = MultiHeadRMSNorm(heads, self.head_dim)
         self.out_proj = nn.Linear(d, d, bias=False)
-        init_linear(self.in_proj)
+        for layer in projections:
+            init_linear(layer)
         init_linear(self.gate_proj)
         init_linear(self.out_proj, residual_out_std(config))
         with torch.no_grad():
             self.gate_proj.bias[:heads].normal_(0.0, 0.1)
             self.gate_proj.bias[heads:].copy_(torch.linspace(3.0, 6.0, heads))
 
-    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``x [..., d]`` -> ``q, k, v, o [..., H, D]`` and ``i, f [..., H]``."""
-        q, k, v, o = self.in_proj(x).unflatten(-1, (4, self.n_heads, self.head_dim)).unbind(-3)
-        i, f = self.gate_proj(x).unflatten(-1, (2, self.n_heads)).unbind(-2)
+    def _project(self, x: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Block input ``x [..., d]`` and conv branch ``c [..., d]`` (``x`` itself without the conv) ->
+        ``q, k, v, o [..., H, D]`` and ``i, f [..., H]``."""
+        if self.conv is None:
+            q, k, v, o = self.in_proj(x).unflatten(-1, (4, self.n_heads, self.head_dim)).unbind(-3)
+        else:
+            q, k = self.qk_proj(c).unflatten(-1, (2, self.n_heads, self.head_dim)).unbind(-3)
+            v, o = self.vo_proj(x).unflatten(-1, (2, self.n_heads, self.head_dim)).unbind(-3)
+        i, f = self.gate_proj(c).unflatten(-1, (2, self.n_heads)).unbind(-2)
         return q, k, v, o, i, f
 
     def _output(self, h: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
@@ -67,19 +108,36 @@ class MLSTMLayer(Mixer):
     def forward(
         self, x: torch.Tensor, state: State | None = None, return_state: bool = False
     ) -> tuple[torch.Tensor, State | None]:
-        q, k, v, o, i, f = self._project(x)
-        h, state = ops.mlstm(q, k, v, i, f, initial_state=state, output_final_state=return_state,
-                             chunk_size=self.chunk_size)
-        return self._output(h, o), state
+        if self.conv is None:
+            q, k, v, o, i, f = self._project(x, x)
+            h, state = ops.mlstm(q, k, v, i, f, initial_state=state, output_final_state=return_state,
+                                 chunk_size=self.chunk_size)
+            return self._output(h, o), state
+        conv_state, cell_state = (None, None) if state is None else state
+        c, conv_state = self.conv(x, conv_state, return_state)
+        q, k, v, o, i, f = self._project(x, F.silu(c))
+        h, cell_state = ops.mlstm(q, k, v, i, f, initial_state=cell_state, output_final_state=return_state,
+                                  chunk_size=self.chunk_size)
+        return self._output(h, o), ((conv_state, cell_state) if return_state else None)
 
     def init_state(self, batch_size: int, *, device: torch.device | str | None, dtype: torch.dtype) -> State:
-        return ops.mlstm_init_state(batch_size, self.n_heads, self.head_dim, self.head_dim, device=device,
-                                    dtype=state_dtype(dtype))
+        cell_state = ops.mlstm_init_state(batch_size, self.n_heads, self.head_dim, self.head_dim, device=device,
+                                          dtype=state_dtype(dtype))
+        if self.conv is None:
+            return cell_state
+        # the conv state holds past inputs, so it stays in the activation dtype (as Mamba-2's and GDN's)
+        return self.conv.init_state(batch_size, device=device, dtype=dtype), cell_state
 
     def step(self, x_t: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        q, k, v, o, i, f = self._project(x_t)
-        h, state = ops.mlstm_step(q, k, v, i, f, state)
-        return self._output(h, o), state
+        if self.conv is None:
+            q, k, v, o, i, f = self._project(x_t, x_t)
+            h, state = ops.mlstm_step(q, k, v, i, f, state)
+            return self._output(h, o), state
+        conv_state, cell_state = state
+        c_t, conv_state = self.conv.step(x_t, conv_state)
+        q, k, v, o, i, f = self._project(x_t, F.silu(c_t))
+        h, cell_state = ops.mlstm_step(q, k, v, i, f, cell_state)
+        return self._output(h, o), (conv_state, cell_state)
 
 
 class SLSTMLayer(Mixer):
@@ -129,17 +187,40 @@ class SLSTMLayer(Mixer):
         return self.out_proj(self.norm(h.to(x_t.dtype)).flatten(-2)), state
 
 
-def parse_ratio(options: str | None) -> tuple[int, int]:
-    """``"a:b"`` -> ``(a, b)``; ``None`` -> the default ``(3, 1)``."""
+def parse_options(options: str | None) -> tuple[tuple[int, int], frozenset[str]]:
+    """``"a:b[,flag...]"`` -> ``((a, b), {flags})``; ``None`` -> the default ``((3, 1), {})``.
+
+    The ratio comes first and is required whenever flags are given; flags are from :data:`OPTIONS`, each at most
+    once. Every error names the spec.
+    """
     spec = format_spec("xlstm", options)
-    match = _RATIO_RE.match(DEFAULT_RATIO if options is None else options)
+    ratio_text, *flags = [part.strip() for part in (DEFAULT_RATIO if options is None else options).split(",")]
+    match = _RATIO_RE.match(ratio_text)
     if match is None:
+        if ratio_text in OPTIONS:
+            raise ValueError(f"backbone spec {spec!r}: options need the block ratio first, e.g. "
+                             f"'xlstm[3:1,{ratio_text}]' (the default ratio is {DEFAULT_RATIO})")
         raise ValueError(f"backbone spec {spec!r}: options must be 'a:b' with non-negative integers "
-                         "(a mLSTM then b sLSTM blocks per group), e.g. 'xlstm[3:1]'")
+                         "(a mLSTM then b sLSTM blocks per group), optionally followed by ',conv', "
+                         "e.g. 'xlstm[3:1]' or 'xlstm[3:1,conv]'")
     n_mlstm, n_slstm = int(match.group(1)), int(match.group(2))
     if n_mlstm + n_slstm == 0:
         raise ValueError(f"backbone spec {spec!r}: a + b must be positive")
-    return n_mlstm, n_slstm
+    for flag in flags:
+        if flag not in OPTIONS:
+            raise ValueError(f"backbone spec {spec!r}: unknown option {flag!r} after the ratio; 'xlstm[a:b,...]' "
+                             f"takes {', '.join(OPTIONS)}")
+    if len(set(flags)) != len(flags):
+        raise ValueError(f"backbone spec {spec!r}: an option is repeated")
+    if "conv" in flags and n_mlstm == 0:
+        raise ValueError(f"backbone spec {spec!r}: 'conv' applies to mLSTM blocks and a = 0 has none; "
+                         f"use 'xlstm[{n_mlstm}:{n_slstm}]'")
+    return (n_mlstm, n_slstm), frozenset(flags)
+
+
+def parse_ratio(options: str | None) -> tuple[int, int]:
+    """``"a:b"`` (or ``"a:b,flag..."``) -> ``(a, b)``; ``None`` -> the default ``(3, 1)``."""
+    return parse_options(options)[0]
 
 
 def block_layout(n_layers: int, n_mlstm: int, n_slstm: int) -> tuple[str, ...]:
@@ -150,12 +231,15 @@ def block_layout(n_layers: int, n_mlstm: int, n_slstm: int) -> tuple[str, ...]:
 
 @register_backbone("xlstm")
 class XLSTMBackbone(BlockStack):
-    """mLSTM/sLSTM stack; ``block_types`` lists the mixer kind of each block."""
+    """mLSTM/sLSTM stack; ``block_types`` lists the mixer kind of each block, ``mlstm_conv`` whether the mLSTM blocks
+    have the short causal conv."""
 
     def __init__(self, config: ModelConfig, options: str | None = None) -> None:
-        ratio = parse_ratio(options)
+        ratio, flags = parse_options(options)
+        conv = "conv" in flags
         layout = block_layout(config.n_layers, *ratio)
-        super().__init__(config, options, [MLSTMLayer(config) if kind == "mlstm" else SLSTMLayer(config)
+        super().__init__(config, options, [MLSTMLayer(config, conv=conv) if kind == "mlstm" else SLSTMLayer(config)
                                            for kind in layout])
         self.ratio = ratio
+        self.mlstm_conv = conv
         self.block_types = layout

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tsfm.cli import DEVICE_ARG, EXIT_OK, CommandError, arg, command, command_group
+from tsfm.cli import DEVICE_ARG, EXIT_OK, CommandError, arg, command, command_group, split_specs
 from tsfm.pipelines.state_tracking.cli import register as register_state_tracking_commands
 
 if TYPE_CHECKING:
@@ -161,7 +161,8 @@ def _command_line() -> str | None:
     "sweep",
     "The scaling sweep: train every backbone at every preset with one recipe, score each zero-shot, append one row "
     "per configuration to OUT/results.csv; resumable run by run (finished runs are skipped).",
-    arg("--backbones", default="xlstm[3:1],mamba2,gdn", help="comma-separated backbone specs"),
+    arg("--backbones", default="xlstm[3:1],mamba2,gdn",
+        help="comma-separated backbone specs; commas inside brackets stay in the spec, e.g. xlstm[1:0,conv],gdn"),
     arg("--presets", default="1M,3M,10M,40M,80M", help="comma-separated presets"),
     arg("--seeds", default="0", help="comma-separated seeds (default: 0)"),
     arg("--tokens", default=None,
@@ -197,7 +198,7 @@ def sweep_command(args: argparse.Namespace) -> int:
             if preset not in recipes or not value:
                 raise SweepError(f"--tokens: expected PRESET=TOKENS with a known preset, got {item!r}")
             recipes[preset] = dataclasses.replace(recipes[preset], tokens=float(value))
-        runs = plan_runs([b.strip() for b in args.backbones.split(",") if b.strip()],
+        runs = plan_runs(split_specs(args.backbones),
                          [p.strip() for p in args.presets.split(",") if p.strip()],
                          [int(s) for s in args.seeds.split(",")])
         settings = SweepSettings(out=args.out, real_data=args.real_data, benchmark=args.benchmark,

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tsfm.cli import split_specs
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_BACKBONES = "mamba2,gdn,gdn[neg_eigval],xlstm[1:0],xlstm[0:1],xlstm[1:1],transformer"
 
@@ -27,8 +29,8 @@ def _ints(text: str) -> list[int]:
 
 
 def _names(text: str) -> list[str]:
-    """Comma-separated names; commas inside brackets (none today) would need quoting, so specs stay simple."""
-    return [part.strip() for part in text.split(",") if part.strip()]
+    """Comma-separated names or backbone specs; a comma inside brackets belongs to its spec (``xlstm[1:0,conv]``)."""
+    return split_specs(text)
 
 
 def command_line() -> str:
