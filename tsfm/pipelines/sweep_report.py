@@ -342,7 +342,7 @@ def mix_points(stats: pd.DataFrame, decoding: str) -> list[dict[str, str]]:
     cells = cells.assign(ratio=cells["backbone"].map(xlstm_ratio)).dropna(subset=["ratio"])
     points = []
     for preset, here in cells.groupby("preset", sort=False):
-        pure = {ratio: here[here["ratio"] == ratio] for ratio in ((1, 0), (0, 1))}
+        pure = {ratio: here[here["ratio"].map(ratio.__eq__)] for ratio in ((1, 0), (0, 1))}
         mixes = here[here["ratio"].map(lambda r: min(r) > 0)]
         if any(p.empty for p in pure.values()) or mixes.empty:
             continue
