@@ -19,6 +19,7 @@ import torch
 from tsfm.checkpoint import load_model
 from tsfm.cli import main
 from tsfm.config import ModelConfig
+from tsfm.model import Forecaster
 from tsfm.pipelines.data.corpus import Corpus, CorpusError, load_corpus, validation_member
 from tsfm.pipelines.data.gift_format import write_dataset
 from tsfm.pipelines.train import TrainConfig, TrainingError, read_metrics, train, validation_batches
@@ -213,6 +214,38 @@ def test_grown_modules_learn_at_their_own_rate(tmp_path):
     assert not (tmp_path / "same").exists()
     with pytest.raises(TrainingError, match="grown_lr_scale must be > 0"):
         tiny_run(grown_lr_scale=0.0)
+
+
+def test_init_from_may_grow_the_model_by_blocks_that_start_as_the_identity(tmp_path, capsys):
+    """--grow-layers appends residual blocks (the checkpoint's xlstm[1:1] pattern continued) whose output projections
+    start at zero: the grown model forecasts exactly as its parent before training, its new blocks learn at the grown
+    rate, and it cannot shrink."""
+    common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
+    parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", **common)
+    seen: list[dict[str, torch.Tensor]] = []
+    rates: dict[str, float] = {}
+    deeper = tiny_model().replace(n_layers=4)
+    child = train(deeper, tiny_run(steps=2, grown_lr_scale=10.0), tmp_path / "child", init_from=parent,
+                  callbacks=[_FirstWeights(seen), _PeakRates(rates)], **common)
+    start, first = load_model(parent), Forecaster(deeper).eval()
+    first.load_state_dict(seen[0])
+    context = torch.randn(3, 40).cumsum(1)
+    with torch.no_grad():
+        torch.testing.assert_close(first.forecast(context, 16), start.forecast(context, 16))
+    assert first.backbone.block_types == ("mlstm", "slstm", "mlstm", "slstm")
+    new = [k for k in seen[0] if k.startswith(("backbone.blocks.2.", "backbone.blocks.3."))]
+    assert new and {rates[k] for k in new if k in rates} == {10 * tiny_run().learning_rate}
+    assert not any(v.any() for k, v in seen[0].items() if k in new and k.endswith(("out_proj.weight", "w_out.weight")))
+    assert load_model(child).config.n_layers == 4
+    with pytest.raises(TrainingError, match="never remove them"):
+        train(tiny_model().replace(n_layers=1), tiny_run(steps=2), tmp_path / "fewer", init_from=parent, **common)
+    flags = ["--steps", "2", "--batch-size", "4", "--context-length", "64", "--pool-size", "16", "--accelerator", "cpu"]
+    assert main(["train", "--out", str(tmp_path / "m"), "--init-from", str(parent), "--grow-layers", "3", *flags]) == 0
+    assert json.loads((tmp_path / "m" / "model" / "config.json").read_text())["model"]["n_layers"] == 3
+    assert main(["train", "--out", str(tmp_path / "n"), "--init-from", str(parent), "--grow-layers", "2"]) == 2
+    assert "must exceed the 2 blocks" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "n"), "--grow-layers", "4"]) == 2
+    assert "give --init-from too" in capsys.readouterr().err
 
 
 def test_cli_init_from_takes_the_model_from_the_checkpoint(tmp_path, capsys):

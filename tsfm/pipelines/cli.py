@@ -43,9 +43,12 @@ if TYPE_CHECKING:
     arg("--seasonal-hint", action="store_true",
         help="give the masked future tokens the Seasonal-Naive values of their patches (ModelConfig.seasonal_hint); "
              "with --init-from, grows that checkpoint's model by the hint's embedding, which starts at zero"),
+    arg("--grow-layers", type=int, default=None,
+        help="with --init-from: append residual blocks up to this many (the checkpoint's block pattern continued); "
+             "they start as the identity, so the grown model starts out computing the checkpoint's function"),
     arg("--grown-lr-scale", type=float, default=1.0,
-        help="peak learning rate of the modules grown over --init-from (--seasonal-hint), as a multiple of "
-             "--learning-rate: they start at zero (default: 1.0)"),
+        help="peak learning rate of the modules grown over --init-from (--seasonal-hint, --grow-layers), as a "
+             "multiple of --learning-rate: they start at zero (default: 1.0)"),
     arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
     arg("--real-data", type=Path, default=None,
         help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
@@ -131,10 +134,16 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
             raise CommandError(f"{', '.join(given)}: the model comes from --init-from {args.init_from}; "
                                "leave the model flags out")
         config, _ = read_checkpoint_config(resolve_model_path(args.init_from))
+        if args.grow_layers is not None and args.grow_layers <= config.n_layers:
+            raise CommandError(f"--grow-layers {args.grow_layers} must exceed the {config.n_layers} blocks of "
+                               f"--init-from {args.init_from}")
         if args.context_length > config.context_length:
             raise CommandError(f"--context-length {args.context_length} exceeds the context of --init-from "
                                f"{args.init_from} ({config.context_length})")
-        return config.replace(seasonal_hint=True) if args.seasonal_hint else config
+        grown = {"n_layers": args.grow_layers} if args.grow_layers is not None else {}
+        return config.replace(**grown, **({"seasonal_hint": True} if args.seasonal_hint else {}))
+    if args.grow_layers is not None:
+        raise CommandError("--grow-layers grows the model of --init-from; give --init-from too")
     changes = {"context_length": max(args.context_length, 2048)}
     if args.horizon_patches is not None:
         changes["train_horizon_patches"] = args.horizon_patches

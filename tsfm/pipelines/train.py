@@ -462,29 +462,44 @@ def is_main_process() -> bool:
 GROWABLE_FIELDS = {"seasonal_hint": "hint."}
 
 
+def grown_block_prefixes(parent_layers: int, layers: int) -> tuple[str, ...]:
+    """Weight prefixes of the residual blocks a run appends to a ``parent_layers``-block checkpoint (depth growth)."""
+    return tuple(f"backbone.blocks.{index}." for index in range(parent_layers, layers))
+
+
 def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelConfig
                        ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The starting checkpoint's path and training provenance, and the weight prefixes of the modules this run
-    grows over it; refuse one whose model differs from this run's (other than by switching on
-    :data:`GROWABLE_FIELDS`)."""
+    grows over it; refuse one whose model differs from this run's other than by switching on
+    :data:`GROWABLE_FIELDS` or by more blocks (``n_layers``: appended, see :func:`_load_grown`)."""
     config, training = read_checkpoint_config(resolve_model_path(init_from))
     grown = [k for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(config, k)]
-    if config.replace(**dict.fromkeys(grown, True)).to_dict() != model_config.to_dict():
+    deeper = max(model_config.n_layers, config.n_layers)
+    if config.replace(**dict.fromkeys(grown, True), n_layers=deeper).to_dict() != model_config.to_dict():
         changed = sorted(k for k, v in config.to_dict().items() if model_config.to_dict().get(k) != v)
         raise TrainingError(f"init_from {init_from} holds another model ({', '.join(changed)} differ); "
-                            "its weights cannot start this run")
+                            "its weights cannot start this run (a run may add blocks, never remove them)")
     provenance = {"init_from": str(init_from), **{k: training.get(k) for k in ("command", "steps", "windows_seen",
                                                                                "tokens_seen", "parent")}}
-    return provenance, tuple(GROWABLE_FIELDS[k] for k in grown)
+    return provenance, (*(GROWABLE_FIELDS[k] for k in grown),
+                        *grown_block_prefixes(config.n_layers, model_config.n_layers))
 
 
 def _load_grown(model: Forecaster, start: Forecaster, grown: tuple[str, ...]) -> None:
-    """Copy ``start``'s weights into ``model``; the modules it grows (weight prefixes ``grown``) keep their zero
-    initialisation. Any other mismatch is an error."""
+    """Copy ``start``'s weights into ``model``; the modules it grows (weight prefixes ``grown``) start at zero or,
+    for appended blocks, as the identity: their mixer and FFN output projections are zeroed, so each new residual
+    block adds nothing until it learns to. Any other mismatch is an error."""
     missing, unexpected = model.load_state_dict(start.state_dict(), strict=False)
     added = [k for k in missing if not k.startswith(grown)]
     if added or unexpected:
         raise TrainingError(f"init_from weights do not fit this model: missing {added}, unexpected {unexpected}")
+    blocks = getattr(model.backbone, "blocks", ())
+    with torch.no_grad():
+        for block in list(blocks)[len(getattr(start.backbone, "blocks", ())):]:
+            for layer in (block.mixer.out_proj, block.ffn.w_out):
+                layer.weight.zero_()
+                if layer.bias is not None:
+                    layer.bias.zero_()
 
 
 def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config: TrainConfig,
