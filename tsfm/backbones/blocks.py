@@ -192,6 +192,16 @@ class ResidualBlock(nn.Module):
         x_t = x_t + h
         return x_t + self.ffn(self.ffn_norm(x_t)), state
 
+    def start_as_identity(self) -> None:
+        """Zero the projections that write into the residual stream (the mixer's ``out_proj``, the FFN's ``w_out``):
+        the block then passes its input through unchanged until it learns otherwise, so a model grown in depth
+        starts out computing its parent's function."""
+        with torch.no_grad():
+            for layer in (self.mixer.out_proj, self.ffn.w_out):
+                layer.weight.zero_()
+                if layer.bias is not None:
+                    layer.bias.zero_()
+
 
 class BlockStack(Backbone):
     """Backbone made of residual blocks around the given mixers, then a final RMSNorm.

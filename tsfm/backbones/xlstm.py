@@ -105,39 +105,45 @@ class MLSTMLayer(Mixer):
         # cast: the step op may hand back its float32 state dtype for bf16 inputs
         return self.out_proj((self.norm(h.to(o.dtype)) * torch.sigmoid(o)).flatten(-2))
 
+    def _split_state(self, state: State | None) -> tuple[torch.Tensor | None, State | None]:
+        """``(conv_state, mlstm_state)``; without the conv the state is the bare mLSTM state (old checkpoints'
+        streams hold that)."""
+        if self.conv is None:
+            return None, state
+        return (None, None) if state is None else state
+
+    def _join_state(self, conv_state: torch.Tensor | None, cell_state: State) -> State:
+        return cell_state if self.conv is None else (conv_state, cell_state)
+
     def forward(
         self, x: torch.Tensor, state: State | None = None, return_state: bool = False
     ) -> tuple[torch.Tensor, State | None]:
-        if self.conv is None:
-            q, k, v, o, i, f = self._project(x, x)
-            h, state = ops.mlstm(q, k, v, i, f, initial_state=state, output_final_state=return_state,
-                                 chunk_size=self.chunk_size)
-            return self._output(h, o), state
-        conv_state, cell_state = (None, None) if state is None else state
-        c, conv_state = self.conv(x, conv_state, return_state)
-        q, k, v, o, i, f = self._project(x, F.silu(c))
+        conv_state, cell_state = self._split_state(state)
+        c = x
+        if self.conv is not None:
+            c, conv_state = self.conv(x, conv_state, return_state)
+            c = F.silu(c)
+        q, k, v, o, i, f = self._project(x, c)
         h, cell_state = ops.mlstm(q, k, v, i, f, initial_state=cell_state, output_final_state=return_state,
                                   chunk_size=self.chunk_size)
-        return self._output(h, o), ((conv_state, cell_state) if return_state else None)
+        return self._output(h, o), (self._join_state(conv_state, cell_state) if return_state else None)
 
     def init_state(self, batch_size: int, *, device: torch.device | str | None, dtype: torch.dtype) -> State:
         cell_state = ops.mlstm_init_state(batch_size, self.n_heads, self.head_dim, self.head_dim, device=device,
                                           dtype=state_dtype(dtype))
-        if self.conv is None:
-            return cell_state
         # the conv state holds past inputs, so it stays in the activation dtype (as Mamba-2's and GDN's)
-        return self.conv.init_state(batch_size, device=device, dtype=dtype), cell_state
+        conv_state = None if self.conv is None else self.conv.init_state(batch_size, device=device, dtype=dtype)
+        return self._join_state(conv_state, cell_state)
 
     def step(self, x_t: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-        if self.conv is None:
-            q, k, v, o, i, f = self._project(x_t, x_t)
-            h, state = ops.mlstm_step(q, k, v, i, f, state)
-            return self._output(h, o), state
-        conv_state, cell_state = state
-        c_t, conv_state = self.conv.step(x_t, conv_state)
-        q, k, v, o, i, f = self._project(x_t, F.silu(c_t))
+        conv_state, cell_state = self._split_state(state)
+        c_t = x_t
+        if self.conv is not None:
+            c_t, conv_state = self.conv.step(x_t, conv_state)
+            c_t = F.silu(c_t)
+        q, k, v, o, i, f = self._project(x_t, c_t)
         h, cell_state = ops.mlstm_step(q, k, v, i, f, cell_state)
-        return self._output(h, o), (conv_state, cell_state)
+        return self._output(h, o), self._join_state(conv_state, cell_state)
 
 
 class SLSTMLayer(Mixer):

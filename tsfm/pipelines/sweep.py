@@ -3,10 +3,8 @@ configuration.
 
 The recipe is fixed per preset (:data:`RECIPES`: batch, learning rate, token budget) and shared by every backbone
 at that preset, so a difference between rows of one preset is a difference of sequence mixers, not of training.
-**Budget rule** (:data:`BUDGET_RULE`, printed in the report): a run sees ``tokens`` patch tokens (context plus
-future tokens of every window). The budget grows with scale up to 10M (12M, 30M, 80M tokens: 12 to 8 per parameter)
-and is capped at 90M tokens for 40M and 80M, because a run cannot outlive one session's 30 device minutes (its
-Lightning checkpoint cannot leave the machine) and three 80M runs must train in that time (``--tokens`` overrides it).
+The token budget per preset and why it is capped at 40M and 80M are :data:`BUDGET_RULE` (printed in the report;
+``--tokens`` overrides a budget).
 
 Every run trains with the pretraining recipe's horizon embedding on the masked future tokens and is scored with
 each of ``decodings`` (masked and autoregressive by default; a ``decoding`` column tells the rows apart): mixers

@@ -486,20 +486,14 @@ def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelCon
 
 
 def _load_grown(model: Forecaster, start: Forecaster, grown: tuple[str, ...]) -> None:
-    """Copy ``start``'s weights into ``model``; the modules it grows (weight prefixes ``grown``) start at zero or,
-    for appended blocks, as the identity: their mixer and FFN output projections are zeroed, so each new residual
-    block adds nothing until it learns to. Any other mismatch is an error."""
+    """Copy ``start``'s weights into ``model``; the modules it grows (weight prefixes ``grown``) start at zero, and
+    appended blocks as the identity (:meth:`ResidualBlock.start_as_identity`). Any other mismatch is an error."""
     missing, unexpected = model.load_state_dict(start.state_dict(), strict=False)
     added = [k for k in missing if not k.startswith(grown)]
     if added or unexpected:
         raise TrainingError(f"init_from weights do not fit this model: missing {added}, unexpected {unexpected}")
-    blocks = getattr(model.backbone, "blocks", ())
-    with torch.no_grad():
-        for block in list(blocks)[len(getattr(start.backbone, "blocks", ())):]:
-            for layer in (block.mixer.out_proj, block.ffn.w_out):
-                layer.weight.zero_()
-                if layer.bias is not None:
-                    layer.bias.zero_()
+    for block in model.backbone.blocks[len(start.backbone.blocks):]:
+        block.start_as_identity()
 
 
 def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config: TrainConfig,
