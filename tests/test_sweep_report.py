@@ -264,3 +264,20 @@ def test_mix_claim_is_judged_against_both_pure_xlstm_forms() -> None:
     assert {p["verdict"] for p in won} == {"agrees"} and len(won) == 2  # MASE and CRPS; gdn is never a mix
     assert mix_points(stats(1.20).query("backbone != 'xlstm[0:1]'"), "masked") == []  # one pure form missing
     assert mix_points(stats(1.20), "autoregressive") == []
+
+
+def test_mixes_with_the_convolution_are_judged_against_the_conv_mlstm_model() -> None:
+    rows = [("xlstm[1:0]", 1.50), ("xlstm[0:1]", 1.25), ("xlstm[3:1]", 1.53), ("xlstm[1:0,conv]", 1.20),
+            ("xlstm[3:1,conv]", 1.10), ("xlstm[1:1,conv]", 1.30)]
+    stats = pd.DataFrame([{"decoding": "masked", "backbone": b, "preset": "10M", "MASE": v, "CRPS": v, "seeds": 1}
+                          for b, v in rows])
+    points = {p["point"]: p for p in mix_points(stats, "masked")}
+    plain = points["10M, MASE: a mix of mLSTM and sLSTM beats either alone"]
+    assert plain["verdict"] == "differs" and "best pure `xlstm[0:1]` 1.250" in plain["measured"]  # conv runs unseen
+    conv = points["10M, MASE: a mix of mLSTM (with the convolution) and sLSTM beats either alone"]
+    assert conv["verdict"] == "agrees"
+    assert "best mix `xlstm[3:1,conv]` 1.100" in conv["measured"] and "best pure `xlstm[1:0,conv]` 1.200" in conv[
+        "measured"]
+    assert len(points) == 4
+    no_conv_mix = stats[~stats["backbone"].isin(["xlstm[3:1,conv]", "xlstm[1:1,conv]"])]
+    assert len(mix_points(no_conv_mix, "masked")) == 2  # the conv family has no mix: only the plain points

@@ -64,7 +64,8 @@ CLAIM_TEXT = (
 MIX_TEXT = (
     "xLSTM's edge is said to come from combining accumulation (mLSTM blocks) with state tracking (sLSTM blocks) "
     "(the project's brief): then a mix `xlstm[a:b]` with both kinds of block should beat `xlstm[1:0]` (mLSTM only) and "
-    "`xlstm[0:1]` (sLSTM only) at the ablation preset."
+    "`xlstm[0:1]` (sLSTM only) at the ablation preset. Mixes with the convolution in their mLSTM blocks "
+    "(`xlstm[a:b,conv]`) are judged against `xlstm[1:0,conv]` and `xlstm[0:1]`."
 )
 DPI = 72  # small PNGs: they are committed
 
@@ -329,30 +330,37 @@ def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str) -> dict
     return {"point": point, "measured": measured, "verdict": "agrees" if narrows else "differs"}
 
 
-def xlstm_ratio(backbone: str) -> tuple[int, int] | None:
-    """``(a, b)`` of ``xlstm[a:b]`` (mLSTM to sLSTM blocks); None for any other backbone."""
-    match = re.fullmatch(r"xlstm\[(\d+):(\d+)\]", backbone)
-    return (int(match[1]), int(match[2])) if match else None
+def xlstm_ratio(backbone: str) -> tuple[int, int, bool] | None:
+    """``(a, b, conv)`` of ``xlstm[a:b]`` or ``xlstm[a:b,conv]`` (mLSTM to sLSTM blocks, and whether the mLSTM
+    blocks have the short causal convolution); None for any other backbone."""
+    match = re.fullmatch(r"xlstm\[(\d+):(\d+)(,conv)?\]", backbone)
+    return (int(match[1]), int(match[2]), bool(match[3])) if match else None
 
 
 def mix_points(stats: pd.DataFrame, decoding: str) -> list[dict[str, str]]:
     """The mix claim, per preset where both pure forms and a mix ran, per metric: whether the best mix scores below
-    both ``xlstm[1:0]`` and ``xlstm[0:1]``. Same keys as :func:`claim_points`."""
+    both the mLSTM-only and the sLSTM-only model. Judged apart for the plain mLSTM block and for the one with the
+    convolution (``,conv``): each family's mixes against its own mLSTM-only model; the sLSTM-only model is shared
+    (``,conv`` changes only mLSTM blocks). Same keys as :func:`claim_points`."""
     cells = stats[stats["decoding"] == decoding]
-    cells = cells.assign(ratio=cells["backbone"].map(xlstm_ratio)).dropna(subset=["ratio"])
+    cells = cells.assign(form=cells["backbone"].map(xlstm_ratio)).dropna(subset=["form"])
     points = []
     for preset, here in cells.groupby("preset", sort=False):
-        pure = {ratio: here[here["ratio"].map(ratio.__eq__)] for ratio in ((1, 0), (0, 1))}
-        mixes = here[here["ratio"].map(lambda r: min(r) > 0)]
-        if any(p.empty for p in pure.values()) or mixes.empty:
-            continue
-        for metric in METRICS:
-            best_mix, mix_score = leader(mixes, metric)
-            best_pure, pure_score = leader(pd.concat(pure.values()), metric)
-            measured = (f"best mix `{best_mix}` {mix_score:.3f}; best pure `{best_pure}` {pure_score:.3f} "
-                        f"(mix / pure - 1: {mix_score / pure_score - 1:+.1%})")
-            points.append({"point": f"{preset}, {metric}: a mix of mLSTM and sLSTM beats either alone",
-                           "measured": measured, "verdict": "agrees" if mix_score < pure_score else "differs"})
+        slstm_only = here[here["form"].map(lambda f: f[:2] == (0, 1))]
+        for conv in (False, True):
+            family = here[here["form"].map(lambda f, conv=conv: f[2] == conv)]
+            mlstm_only = family[family["form"].map(lambda f: f[:2] == (1, 0))]
+            mixes = family[family["form"].map(lambda f: min(f[:2]) > 0)]
+            if slstm_only.empty or mlstm_only.empty or mixes.empty:
+                continue
+            blocks = "mLSTM (with the convolution)" if conv else "mLSTM"
+            for metric in METRICS:
+                best_mix, mix_score = leader(mixes, metric)
+                best_pure, pure_score = leader(pd.concat([mlstm_only, slstm_only]), metric)
+                measured = (f"best mix `{best_mix}` {mix_score:.3f}; best pure `{best_pure}` {pure_score:.3f} "
+                            f"(mix / pure - 1: {mix_score / pure_score - 1:+.1%})")
+                points.append({"point": f"{preset}, {metric}: a mix of {blocks} and sLSTM beats either alone",
+                               "measured": measured, "verdict": "agrees" if mix_score < pure_score else "differs"})
     return points
 
 
