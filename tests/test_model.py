@@ -29,6 +29,37 @@ def test_forecast_shape_sorted_and_finite(spec):
     assert (out.diff(dim=1) >= 0).all()
 
 
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("decoding", ["masked", "autoregressive"])
+def test_a_short_context_is_read_as_training_padded_it(spec, decoding):
+    """Training windows always fill the trained context with NaN before a short history, so ``forecast`` reads a
+    short context after those missing patches: the same forecast as the context NaN-padded to the trained length
+    by hand (the missing patches' state is computed once and shared, not run for every series)."""
+    model = tiny(spec, horizon_embedding=True)
+    torch.nn.init.normal_(model.horizon.weight, std=0.1)
+    context = torch.randn(3, 45).cumsum(-1)
+    context[1, :20] = float("nan")
+    padded = torch.cat([torch.full((3, 256 - 48), float("nan")), torch.full((3, 3), float("nan")), context], dim=1)
+    with torch.no_grad():
+        short, by_hand = model.forecast(context, 40, decoding), model.forecast(padded, 40, decoding)
+    torch.testing.assert_close(short, by_hand, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():  # and it is not the forecast of the context read alone (what inference did before)
+        scale = fit_scale(context)
+        alone = model.backbone(model._context_tokens(context, scale))[:, -1]
+        last, _ = model.read_context(context, scale)
+    assert not torch.allclose(last, alone, atol=1e-3)
+
+
+def test_a_context_as_long_as_training_is_read_as_it_is():
+    model = tiny()
+    context = torch.randn(2, 256)
+    with torch.no_grad():
+        scale = fit_scale(context)
+        last, _ = model.read_context(context, scale)
+        hidden = model.backbone(model._context_tokens(context, scale))
+    torch.testing.assert_close(last, hidden[:, -1])
+
+
 def test_all_nan_context_gives_finite_forecast():
     out = tiny().forecast(torch.full((2, 16), float("nan")), 8)
     assert torch.isfinite(out).all()

@@ -40,14 +40,28 @@ def pattern(name: str, total: int, rng: np.random.Generator) -> list[int]:
     return sizes
 
 
-def reference(model, series, scale, horizon, decoding):
-    """Full forward on the whole concatenated series with the stream's fixed scale (one series at a time)."""
+def reference(model, series, scale, horizon, decoding, opened=None):
+    """Full forward on the whole concatenated series with the stream's fixed scale (one series at a time).
+
+    ``opened``: per series, the opening context length of a stream that forecasts from its carried state (None
+    for one that recomputes from its tail: the transformer, or a partial patch buffered). That state read the
+    opening context as ``forecast`` reads a context, after the fully missing patches that fill the trained window
+    (``Forecaster.read_context``), and the updates continued it; the reference reads the same missing patches.
+    """
     out = []
     for i, values in enumerate(series):
+        if opened is not None and opened[i] is not None:
+            missing = model.config.context_length - math.ceil(opened[i] / P) * P
+            values = np.concatenate([np.full(max(missing, 0), np.nan), values])
         context = torch.as_tensor(values, dtype=torch.float32)[None]
         fixed = ScaleParams(scale.loc[i : i + 1], scale.scale[i : i + 1])
         out.append(model.forecast(context, horizon, decoding, scale=fixed))
     return torch.cat(out)
+
+
+def from_state(stream: Stream, opening: list) -> list[int | None]:
+    """``reference``'s ``opened``: the opening length of each series the stream forecasts from its state."""
+    return [None if stream.recompute or stream.buffered[i] else len(values) for i, values in enumerate(opening)]
 
 
 @pytest.mark.parametrize("decoding", ["masked", "autoregressive"])
@@ -77,7 +91,7 @@ def test_stream_matches_full_forward(spec, updates, decoding):
         if step % 3 == 0 or step == max(len(c) for c in chunks) - 1:
             full = [np.concatenate([series[i], new[i][: done[i]]]) for i in range(3)]
             got = stream.forecast_model_quantiles(21)
-            want = reference(model, full, scale, 21, decoding)
+            want = reference(model, full, scale, 21, decoding, opened=from_state(stream, series))
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
             checks += 1
     assert checks >= 2 and stream.reanchors == [0, 0, 0]
@@ -94,7 +108,8 @@ def test_update_longer_than_the_kept_tail(spec, decoding):
     scale = ScaleParams(stream._loc.clone(), stream._scale.clone())
     stream.update([new])
     assert len(stream._tails[0]) == 256 and stream.buffered == [0]
-    want = reference(model, [np.concatenate([context, new])], scale, 20, decoding)
+    want = reference(model, [np.concatenate([context, new])], scale, 20, decoding,
+                     opened=from_state(stream, [context]))
     # 42 tokens run as one chunkwise pass vs 5 + 37 from a state: float32 rounding differs by ~1e-5, and the
     # autoregressive feedback of a random-init xLSTM amplifies it to ~1e-3 in the second patch
     tolerance = 2e-3 if decoding == "autoregressive" else 1e-4

@@ -19,7 +19,11 @@ Design (why it is exact, and where it deliberately is not the same as ``predict`
   of the patch puts the padding *first* (its grid ends at the newest step), which no carried state can reproduce, so
   a forecast asked while a series has a partial patch buffered recomputes that series from its kept tail with the
   fixed scale — exactly the non-streaming path on the last ``context_length`` steps. At patch boundaries the forecast
-  comes from the carried state: exactly the full forward over everything streamed (within float tolerance).
+  comes from the carried state: exactly the full forward over everything streamed (within float tolerance), read
+  after the fully missing patches the opening context had (below).
+* **Opening.** The state reads the opening context as ``Forecaster.forecast`` reads any context
+  (``Forecaster.read_context``): a context shorter than the trained window comes after the fully missing patches
+  that fill it, as every training window did. Those stay at the start of the state's history while it grows.
 * **Forecasting never disturbs the state.** Masked future tokens and autoregressively fed-back median patches
   continue the carried state without writing it (``step`` and ``forward`` return new state tensors); the carried
   state only ever reads observed patches.
@@ -33,7 +37,8 @@ Design (why it is exact, and where it deliberately is not the same as ``predict`
   graph pins memory and fixes the batch; off (and refused) on the CPU and for the Transformer.
 * **History.** The recurrent state remembers everything streamed, not only the last ``context_length`` steps: it
   equals ``Forecaster.forecast`` over the whole concatenated series with the fixed scale (``predict`` with a large
-  enough ``context_length``). The autoregressive median path likewise continues from the full state.
+  enough ``context_length``), preceded by the opening's missing patches. The autoregressive median path likewise
+  continues from the full state.
 """
 
 from __future__ import annotations
@@ -301,9 +306,7 @@ class Stream:
             self._loc[idx], self._scale[idx] = scale.loc, scale.scale
             if self.recompute:
                 continue
-            tokens = self.model.embed(patch_tokens(apply_scale(context, scale).reshape(len(group), -1, patch)))
-            hidden, state = self.model.backbone(tokens, return_state=True)
-            self._last[idx] = hidden[:, -1]
+            self._last[idx], state = self.model.read_context(context, scale)
             self._state = _put(self._state, idx, state)
 
     def _advance(self, index: list[int], count: int) -> None:
