@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+from torch.utils._pytree import tree_leaves
 
 from tsfm.config import ModelConfig
 from tsfm.model import REANCHOR_PATCHES, Forecaster, num_parameters
@@ -48,6 +49,27 @@ def test_a_short_context_is_read_as_training_padded_it(spec, decoding):
         alone = model.backbone(model._context_tokens(context, scale))[:, -1]
         last, _ = model.read_context(context, scale)
     assert not torch.allclose(last, alone, atol=1e-3)
+
+
+def test_the_missing_patches_state_is_kept_until_the_weights_change():
+    model = tiny("xlstm[1:1]")
+    context = torch.randn(2, 30)
+    with torch.no_grad():
+        first = model.forecast(context, 8)
+        kept = dict(model._missing_states)
+        assert model.forecast(context, 8).equal(first) and model._missing_states.keys() == kept.keys()
+        for parameter in model.backbone.parameters():  # an in-place write, as an optimizer step makes
+            parameter.mul_(1.1)
+        changed = model.forecast(context, 8)
+    fresh = tiny("xlstm[1:1]")
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(changed, fresh.forecast(context, 8))
+    assert not torch.allclose(changed, first) and len(model._missing_states) == 1
+    with_autograd = tiny("gdn")
+    _, state = with_autograd.read_context(context, fit_scale(context))
+    assert any(leaf.requires_grad for leaf in tree_leaves(state))
+    assert with_autograd._missing_states == {}  # nothing kept: a kept state would carry the autograd graph
 
 
 def test_a_context_as_long_as_training_is_read_as_it_is():

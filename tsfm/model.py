@@ -55,6 +55,8 @@ class Forecaster(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
+        # (missing tokens, device, dtype, weights' version) -> the one-series state after them (read_context)
+        self._missing_states: dict[tuple[Any, ...], Any] = {}
         hidden = int(config.mlp_hidden_mult * config.d_model)
         self.embed = PatchEmbedding(config.patch_size, hidden, config.d_model)
         self.backbone = build_backbone(config)
@@ -139,9 +141,9 @@ class Forecaster(nn.Module):
         step against the context's slope: correlation -0.65 on ``m3_yearly``; MASE 1.20 x Seasonal Naive there,
         0.95 with the missing tokens; ``benchmarks/RESULTS.md``, fourteenth session). So a context shorter than
         the trained window is read after the missing tokens it had in training. They do not depend on the input
-        (a fully missing patch embeds to one fixed token), so the state after them is computed for one series
-        and shared by the batch: the cost stays that of the context's own patches. Longer contexts (recurrent
-        backbones read any length) are read as they are.
+        (a fully missing patch embeds to one fixed token), so the state after them is computed for one series,
+        kept until the weights change, and shared by the batch: the cost stays that of the context's own patches.
+        Longer contexts (recurrent backbones read any length) are read as they are.
         """
         tokens = self._context_tokens(context, scale)
         missing = self.config.context_length // self.config.patch_size - tokens.shape[1]
@@ -150,9 +152,21 @@ class Forecaster(nn.Module):
         return hidden[:, -1], state
 
     def _state_after_missing_tokens(self, count: int, like: torch.Tensor) -> Any:
-        """The backbone's state after ``count`` fully missing patch tokens, for ``like.shape[0]`` series."""
-        gap = like.new_full((1, count, self.config.patch_size), float("nan"))
-        _, state = self.backbone(self.embed(patch_tokens(gap)), return_state=True)
+        """The backbone's state after ``count`` fully missing patch tokens, for ``like.shape[0]`` series.
+
+        The one-series state is kept per ``(count, device, dtype)`` while no parameter changes: every in-place
+        write to a parameter (an optimizer step, ``load_state_dict``) bumps its version counter, which is part of
+        the key. Kept only without autograd (inference), where the state carries no graph."""
+        version = sum(parameter._version for parameter in self.parameters())
+        key = (count, like.device, like.dtype, version)
+        state = None if torch.is_grad_enabled() else self._missing_states.get(key)
+        if state is None:
+            gap = like.new_full((1, count, self.config.patch_size), float("nan"))
+            _, state = self.backbone(self.embed(patch_tokens(gap)), return_state=True)
+            if not torch.is_grad_enabled():
+                if any(cached[3] != version for cached in self._missing_states):
+                    self._missing_states.clear()
+                self._missing_states[key] = state
         return pytree.tree_map(lambda leaf: leaf.expand(like.shape[0], *leaf.shape[1:]).contiguous(), state)
 
     def _context_tokens(self, context: torch.Tensor, scale: ScaleParams) -> torch.Tensor:
