@@ -22,7 +22,14 @@ from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.corpus import Corpus, CorpusError, load_corpus, validation_member
 from tsfm.pipelines.data.gift_format import write_dataset
-from tsfm.pipelines.train import TrainConfig, TrainingError, read_metrics, train, validation_batches
+from tsfm.pipelines.train import (
+    TrainConfig,
+    TrainingError,
+    batch_config,
+    read_metrics,
+    train,
+    validation_batches,
+)
 
 
 def tiny_model() -> ModelConfig:
@@ -157,6 +164,17 @@ def test_validation_windows_do_not_depend_on_the_run_seed():
     for x, y in zip(a, b, strict=True):
         torch.testing.assert_close(x.context, y.context, equal_nan=True)
         torch.testing.assert_close(x.target, y.target, equal_nan=True)
+
+
+def test_full_context_prob_reaches_the_sampler_but_not_the_validation_windows():
+    held_out = corpus(6, 1)
+    run = tiny_run(full_context_prob=1.0)
+    assert batch_config(tiny_model(), run).full_context_prob == 1.0
+    for x, y in zip(validation_batches(tiny_model(), tiny_run(), held_out, "cpu"),
+                    validation_batches(tiny_model(), run, held_out, "cpu"), strict=True):
+        torch.testing.assert_close(x.context, y.context, equal_nan=True)
+    with pytest.raises(TrainingError, match=r"full_context_prob must be in \[0, 1\], got 1.5"):
+        tiny_run(full_context_prob=1.5)
 
 
 def test_init_from_another_model_is_refused_before_compute(tmp_path):

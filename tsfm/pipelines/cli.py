@@ -61,6 +61,9 @@ if TYPE_CHECKING:
     arg("--synthetic-share", type=float, default=None,
         help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
     arg("--mixup-prob", type=float, default=0.2, help="share of TSMixup windows (default: 0.2)"),
+    arg("--full-context-prob", type=float, default=0.5,
+        help="share of windows with the longest context the series offers; the others are cut shorter at random "
+             "and left-padded with missing values (default: 0.5; validation windows always use 0.5)"),
     arg("--pool-size", type=int, default=4096, help="synthetic series kept on the device (default: 4096)"),
     arg("--val-every", type=int, default=250, help="steps between validations (default: 250)"),
     arg("--checkpoint-every", type=int, default=250, help="steps between resume checkpoints (default: 250)"),
@@ -94,7 +97,8 @@ def train_command(args: argparse.Namespace) -> int:
         train_config = TrainConfig(
             steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
-            synthetic_share=share, mixup_prob=args.mixup_prob, pool_size=args.pool_size, seed=args.seed,
+            synthetic_share=share, mixup_prob=args.mixup_prob, full_context_prob=args.full_context_prob,
+            pool_size=args.pool_size, seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
             max_minutes=args.max_minutes, compile=args.compile, devices=args.devices,
             grown_lr_scale=args.grown_lr_scale,

@@ -66,6 +66,8 @@ class TrainConfig:
         context_length: longest training context in steps (a multiple of the patch size).
         synthetic_share: share of windows drawn from the synthetic pool (the rest from the real corpus).
         mixup_prob: share of windows that are TSMixup mixtures.
+        full_context_prob: share of windows whose context is the longest the series offers before the cut (as at
+            evaluation); the others are cut shorter, uniformly, and left-padded with missing values.
         mask_ratio: share of context patches hidden in contiguous runs; max_mask_run: longest run.
         noise_prob, stride_prob, missing_prob: shares of windows given noise, a stride, missing values.
         pool_size: synthetic series kept on the device (refreshed chunk by chunk while training).
@@ -94,6 +96,7 @@ class TrainConfig:
     context_length: int = 512
     synthetic_share: float = 0.5
     mixup_prob: float = 0.2
+    full_context_prob: float = 0.5
     mask_ratio: float = 0.15
     max_mask_run: int = 4
     noise_prob: float = 0.1
@@ -123,6 +126,10 @@ class TrainConfig:
             problems.append(f"warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
         if not self.learning_rate > 0:
             problems.append(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        for name in ("synthetic_share", "mixup_prob", "full_context_prob", "noise_prob", "stride_prob",
+                     "missing_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                problems.append(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not self.grown_lr_scale > 0:
             problems.append(f"grown_lr_scale must be > 0, got {self.grown_lr_scale!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
@@ -145,6 +152,7 @@ def batch_config(model_config: ModelConfig, train_config: TrainConfig, **changes
             patch_size=model_config.patch_size,
             synthetic_share=cfg.synthetic_share,
             mixup_prob=cfg.mixup_prob,
+            full_context_prob=cfg.full_context_prob,
             mask_ratio=cfg.mask_ratio,
             max_mask_run=cfg.max_mask_run,
             noise_prob=cfg.noise_prob,
@@ -161,6 +169,9 @@ def batch_config(model_config: ModelConfig, train_config: TrainConfig, **changes
 #: Seed of the validation windows. Fixed, not derived from the run's seed, so that runs of other seeds (or a run
 #: continued with ``init_from`` under a new seed) are judged on the same windows and their losses compare.
 VALIDATION_SEED = 1
+#: Share of full-length contexts among the validation windows: fixed for the same reason (whatever the run's
+#: ``full_context_prob``), at the value every earlier run trained and validated with.
+VALIDATION_FULL_CONTEXT_PROB = 0.5
 
 
 def validation_batches(model_config: ModelConfig, train_config: TrainConfig, validation: Corpus,
@@ -168,7 +179,8 @@ def validation_batches(model_config: ModelConfig, train_config: TrainConfig, val
     """The run's validation set: ``val_batches`` plain forecasting windows of the held-out series (no mixing,
     augmentation or masking), the same for every seed on one device type."""
     config = dataclasses.replace(batch_config(model_config, train_config), synthetic_share=0.0, mixup_prob=0.0,
-                                 noise_prob=0.0, stride_prob=0.0, missing_prob=0.0, mask_ratio=0.0, pool_size=0)
+                                 noise_prob=0.0, stride_prob=0.0, missing_prob=0.0, mask_ratio=0.0, pool_size=0,
+                                 full_context_prob=VALIDATION_FULL_CONTEXT_PROB)
     sampler = BatchSampler(config, validation, seed=VALIDATION_SEED, device=device)
     return fixed_batches(sampler, train_config.val_batches)
 
