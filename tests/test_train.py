@@ -177,6 +177,48 @@ def test_full_context_prob_reaches_the_sampler_but_not_the_validation_windows():
         tiny_run(full_context_prob=1.5)
 
 
+def test_the_prior_mix_reaches_the_synthetic_pool_and_the_provenance(tmp_path, monkeypatch, capsys):
+    from tsfm.pipelines import train as train_module
+    from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX
+
+    mixes = []
+
+    def spy(n, length, generator, mix):
+        mixes.append(dict(mix))
+        return walk_prior(n, length, generator)
+
+    monkeypatch.setattr(train_module, "sample_priors", spy)
+    run = tiny_run(steps=2, synthetic_share=1.0, prior_mix={"random_walk": 3.0, "short": 1.0})
+    path = train(tiny_model(), run, tmp_path / "run", progress=False)
+    assert mixes and all(mix == {"random_walk": 3.0, "short": 1.0} for mix in mixes)
+    saved = json.loads((path / "config.json").read_text())["training"]["train_config"]
+    assert saved["prior_mix"] == {"random_walk": 3.0, "short": 1.0}
+    mixes.clear()
+    train(tiny_model(), tiny_run(steps=2, synthetic_share=1.0), tmp_path / "default", progress=False)
+    assert mixes and all(mix == DEFAULT_PRIOR_MIX for mix in mixes)
+    # the command line replaces the named shares of the default mix
+    mixes.clear()
+    assert main(["train", "--out", str(tmp_path / "cli"), "--steps", "2", "--batch-size", "4", "--context-length",
+                 "64", "--pool-size", "32", "--prior-mix", "random_walk=0.5,seasonal=0", "--accelerator",
+                 "cpu"]) == 0
+    assert mixes and mixes[0] == {**DEFAULT_PRIOR_MIX, "random_walk": 0.5, "seasonal": 0.0}
+    capsys.readouterr()
+
+
+def test_a_run_saved_before_a_setting_existed_resumes_with_its_default(tmp_path):
+    common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
+    out = tmp_path / "run"
+    train(tiny_model(), tiny_run(steps=4, max_minutes=None), out, callbacks=[_StopAt(2)], **common)
+    last = out / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+    for name in ("full_context_prob", "prior_mix"):  # as a run started before these settings were added
+        del checkpoint["tsfm"]["train_config"][name]
+    torch.save(checkpoint, last)
+    train(tiny_model(), tiny_run(steps=4), out, **common)  # resumes: the missing settings read as their defaults
+    with pytest.raises(TrainingError, match="full_context_prob"):
+        train(tiny_model(), tiny_run(steps=4, full_context_prob=0.9), out, **common)
+
+
 def test_init_from_another_model_is_refused_before_compute(tmp_path):
     common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
     parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", **common)
@@ -379,6 +421,9 @@ def test_a_batch_size_not_divisible_by_the_devices_is_refused_before_compute(tmp
     ({"devices": 0}, "devices must be a positive integer"),
     ({"max_minutes": 0.0}, "max_minutes"),
     ({"learning_rate": 0.0}, "learning_rate"),
+    ({"prior_mix": {"random_walk": 1.0, "nope": 1.0}}, r"prior_mix: .*unknown: \['nope'\]"),
+    ({"prior_mix": {"random_walk": -1.0}}, "prior_mix: .*non-negative"),
+    ({"mixup_prob": 1.5}, r"mixup_prob must be in \[0, 1\]"),
 ])
 def test_bad_train_config_is_refused(change, match):
     with pytest.raises(TrainingError, match=match):
@@ -483,6 +528,10 @@ def test_common_split_scores_only_what_both_splits_hold_out(tmp_path):
     (["--preset", "7M"], "7M"),
     (["--context-length", "100"], "multiple of the patch size"),
     (["--steps", "0"], "steps must be a positive integer"),
+    (["--prior-mix", "random_walk"], "--prior-mix: expected FAMILY=SHARE items"),
+    (["--prior-mix", "random_walk=lots"], "--prior-mix: expected FAMILY=SHARE items"),
+    (["--prior-mix", "nope=0.3"], "unknown: ['nope']"),
+    (["--full-context-prob", "2"], "full_context_prob must be in [0, 1]"),
 ])
 def test_cli_train_refuses_bad_requests(tmp_path, capsys, argv, message):
     assert main(["train", "--out", str(tmp_path / "m"), *argv]) == 2

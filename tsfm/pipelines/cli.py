@@ -64,6 +64,9 @@ if TYPE_CHECKING:
     arg("--full-context-prob", type=float, default=0.5,
         help="share of windows with the longest context the series offers; the others are cut shorter at random "
              "and left-padded with missing values (default: 0.5; validation windows always use 0.5)"),
+    arg("--prior-mix", default=None, metavar="FAMILY=SHARE,...",
+        help="change the shares of synthetic families from their defaults, e.g. random_walk=0.2,short=0.15 (0 "
+             "drops one; shares are normalised; families: tsfm.pipelines.data.priors.PRIORS)"),
     arg("--pool-size", type=int, default=4096, help="synthetic series kept on the device (default: 4096)"),
     arg("--val-every", type=int, default=250, help="steps between validations (default: 250)"),
     arg("--checkpoint-every", type=int, default=250, help="steps between resume checkpoints (default: 250)"),
@@ -98,13 +101,14 @@ def train_command(args: argparse.Namespace) -> int:
             steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
             synthetic_share=share, mixup_prob=args.mixup_prob, full_context_prob=args.full_context_prob,
-            pool_size=args.pool_size, seed=args.seed,
+            pool_size=args.pool_size, prior_mix=_prior_mix(args.prior_mix), seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
             max_minutes=args.max_minutes, compile=args.compile, devices=args.devices,
             grown_lr_scale=args.grown_lr_scale,
         )
         real = validation = None
-        parts = [f"synthetic priors (tsfm.pipelines.data.priors), {share:.0%} of windows"] if share > 0 else []
+        mix = "" if train_config.prior_mix is None else f", mix {args.prior_mix}"
+        parts = [f"synthetic priors (tsfm.pipelines.data.priors{mix}), {share:.0%} of windows"] if share > 0 else []
         if args.real_data is not None:
             real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
                                            validation_share=args.validation_share,
@@ -122,6 +126,25 @@ def train_command(args: argparse.Namespace) -> int:
     if is_main_process():  # the other processes of a --devices run wrote nothing
         print(f"wrote {path}")
     return EXIT_OK
+
+
+def _prior_mix(text: str | None) -> dict[str, float] | None:
+    """``--prior-mix "a=0.2,b=0"`` -> the default mix with those shares replaced (None when not given)."""
+    if text is None:
+        return None
+    from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX
+
+    mix = dict(DEFAULT_PRIOR_MIX)
+    for item in text.split(","):
+        name, sep, share = item.partition("=")
+        try:
+            mix[name.strip()] = float(share)
+        except ValueError:
+            raise CommandError(f"--prior-mix: expected FAMILY=SHARE items separated by commas, got {item!r}"
+                               ) from None
+        if not sep or not name.strip():
+            raise CommandError(f"--prior-mix: expected FAMILY=SHARE items separated by commas, got {item!r}")
+    return mix
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:

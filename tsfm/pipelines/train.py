@@ -23,6 +23,7 @@ benchmark.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -40,6 +41,7 @@ from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
 from tsfm.pipelines.data.corpus import Corpus
+from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX, check_mix, sample_priors
 
 __all__ = ["PretrainModule", "TrainConfig", "TrainingError", "batch_config", "is_main_process", "read_metrics",
            "train"]
@@ -71,6 +73,8 @@ class TrainConfig:
         mask_ratio: share of context patches hidden in contiguous runs; max_mask_run: longest run.
         noise_prob, stride_prob, missing_prob: shares of windows given noise, a stride, missing values.
         pool_size: synthetic series kept on the device (refreshed chunk by chunk while training).
+        prior_mix: synthetic families (``tsfm.pipelines.data.priors.PRIORS``) and their shares, normalised;
+            ``None`` is ``DEFAULT_PRIOR_MIX``.
         grad_clip: gradient-norm clip.
         seed: everything random derives from it.
         precision: Lightning precision ("32-true", "bf16-mixed", ...).
@@ -103,6 +107,7 @@ class TrainConfig:
     stride_prob: float = 0.1
     missing_prob: float = 0.05
     pool_size: int = 4096
+    prior_mix: dict[str, float] | None = None
     grad_clip: float = 1.0
     seed: int = 0
     precision: str = "32-true"
@@ -130,6 +135,11 @@ class TrainConfig:
                      "missing_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 problems.append(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if self.prior_mix is not None:
+            try:
+                check_mix(self.prior_mix)
+            except ValueError as err:
+                problems.append(f"prior_mix: {err}")
         if not self.grown_lr_scale > 0:
             problems.append(f"grown_lr_scale must be > 0, got {self.grown_lr_scale!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
@@ -336,7 +346,7 @@ def _check_resume(checkpoint_path: Path, model_config: ModelConfig, train_config
     if saved.get("model_config") != model_config.to_dict():
         raise TrainingError(f"{checkpoint_path} was trained with another model config; use a new --out")
     ours = dataclasses.asdict(train_config)
-    theirs = dict(saved.get("train_config", {}))
+    theirs = {**dataclasses.asdict(TrainConfig()), **saved.get("train_config", {})}  # fields added since: default
     changed = sorted(k for k in ours if k not in RESUMABLE_CHANGES and theirs.get(k) != ours[k])
     if changed:
         raise TrainingError(f"{checkpoint_path} was trained with other settings ({', '.join(changed)}); "
@@ -380,7 +390,7 @@ def train(
         raise TrainingError(f"context_length ({train_config.context_length}) exceeds the model's "
                             f"({model_config.context_length})")
     if prior is None and train_config.synthetic_share > 0:
-        from tsfm.pipelines.data.priors import sample_priors as prior
+        prior = functools.partial(sample_priors, mix=train_config.prior_mix or DEFAULT_PRIOR_MIX)
     if (real is None or not len(real)) and (prior is None or train_config.synthetic_share == 0):
         raise TrainingError("nothing to train on: give real series or a synthetic share > 0")
     batch_config(model_config, train_config)  # bad sampler settings fail here, before any compute

@@ -7,6 +7,6 @@ Every family is ``prior(n, length, generator) -> float32 [n, length]`` in vector
 This package knows nothing of windows or batches (``tsfm.pipelines.data.batches`` cuts those).
 """
 
-from .mix import BLOCK, DEFAULT_PRIOR_MIX, PRIORS, Prior, sample_priors
+from .mix import BLOCK, DEFAULT_PRIOR_MIX, PRIORS, Prior, check_mix, sample_priors
 
-__all__ = ["BLOCK", "DEFAULT_PRIOR_MIX", "PRIORS", "Prior", "sample_priors"]
+__all__ = ["BLOCK", "DEFAULT_PRIOR_MIX", "PRIORS", "Prior", "check_mix", "sample_priors"]

@@ -27,7 +27,7 @@ from .short import short
 from .spikes import spikes
 from .waves import waves
 
-__all__ = ["BLOCK", "DEFAULT_PRIOR_MIX", "PRIORS", "Prior", "sample_priors"]
+__all__ = ["BLOCK", "DEFAULT_PRIOR_MIX", "PRIORS", "Prior", "check_mix", "sample_priors"]
 
 #: ``prior(n, length, generator) -> float32 [n, length]`` on ``generator.device``, NaN only as left padding.
 Prior = Callable[[int, int, torch.Generator], torch.Tensor]
@@ -66,7 +66,9 @@ DEFAULT_PRIOR_MIX: dict[str, float] = {
 BLOCK = 256
 
 
-def _check_mix(mix: Mapping[str, float]) -> tuple[list[str], list[float]]:
+def check_mix(mix: Mapping[str, float]) -> tuple[list[str], list[float]]:
+    """The families of ``mix`` with a positive share, in registry order, and their shares; ``ValueError`` for an
+    unknown family, a negative share or no positive share."""
     unknown = sorted(set(mix) - set(PRIORS))
     shares = [float(share) for share in mix.values()]
     if not mix or unknown or any(not share >= 0 for share in shares) or sum(shares) <= 0:
@@ -112,7 +114,7 @@ def sample_priors(n: int, length: int, generator: torch.Generator, mix: Mapping[
         raise ValueError(f"need n >= 0 and length >= 2, got n={n}, length={length}")
     if device is not None and not _same_device(torch.device(device), generator.device):
         raise ValueError(f"device {device} differs from the generator's ({generator.device})")
-    names, shares = _check_mix(mix)
+    names, shares = check_mix(mix)
     device = generator.device
     seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=device))
     weights = constant(tuple(shares), device)
