@@ -72,6 +72,21 @@ def test_the_missing_patches_state_is_kept_until_the_weights_change():
     assert with_autograd._missing_states == {}  # nothing kept: a kept state would carry the autograd graph
 
 
+@pytest.mark.parametrize("spec", SPECS)
+def test_forecast_sees_a_short_history_as_the_training_forward_does(spec):
+    """The invariant behind read_context: for a short history, the first forecast patch is what the training
+    forward (``training_loss``'s pass over a sampler window, left-padded to the trained width) gives at the last
+    context token."""
+    model = tiny(spec)
+    context = torch.randn(2, 40).cumsum(-1)
+    window = torch.cat([torch.full((2, 256 - 40), float("nan")), context], dim=1)  # as the sampler cuts it
+    with torch.no_grad():
+        out = model(window)
+        trained_view = invert_scale(out.quantiles[:, -1].sort(dim=1).values, out.scale)  # [B, Q, P]
+        forecast = model.forecast(context, 8)
+    torch.testing.assert_close(forecast, trained_view, rtol=1e-4, atol=1e-4)
+
+
 def test_a_context_as_long_as_training_is_read_as_it_is():
     model = tiny()
     context = torch.randn(2, 256)
