@@ -159,13 +159,14 @@ class Forecaster(nn.Module):
         the key. Kept only without autograd (inference), where the state carries no graph."""
         version = sum(parameter._version for parameter in self.parameters())
         key = (count, like.device, like.dtype, version)
-        state = None if torch.is_grad_enabled() else self._missing_states.get(key)
+        keep = not torch.is_grad_enabled()
+        state = self._missing_states.get(key) if keep else None
         if state is None:
             gap = like.new_full((1, count, self.config.patch_size), float("nan"))
             _, state = self.backbone(self.embed(patch_tokens(gap)), return_state=True)
-            if not torch.is_grad_enabled():
+            if keep:
                 if any(cached[3] != version for cached in self._missing_states):
-                    self._missing_states.clear()
+                    self._missing_states.clear()  # older weights' states
                 self._missing_states[key] = state
         return pytree.tree_map(lambda leaf: leaf.expand(like.shape[0], *leaf.shape[1:]).contiguous(), state)
 

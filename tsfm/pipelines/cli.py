@@ -136,14 +136,14 @@ def _prior_mix(text: str | None) -> dict[str, float] | None:
 
     mix = dict(DEFAULT_PRIOR_MIX)
     for item in text.split(","):
-        name, sep, share = item.partition("=")
+        name, _, share = (part.strip() for part in item.partition("="))
         try:
-            mix[name.strip()] = float(share)
+            value = float(share)  # an item without "=" has an empty share and fails here too
         except ValueError:
-            raise CommandError(f"--prior-mix: expected FAMILY=SHARE items separated by commas, got {item!r}"
-                               ) from None
-        if not sep or not name.strip():
+            value = None
+        if not name or value is None:
             raise CommandError(f"--prior-mix: expected FAMILY=SHARE items separated by commas, got {item!r}")
+        mix[name] = value
     return mix
 
 

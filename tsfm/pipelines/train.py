@@ -39,7 +39,7 @@ import torch
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path, save_model
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
-from tsfm.pipelines.data.batches import Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
+from tsfm.pipelines.data.batches import SHARE_FIELDS, Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
 from tsfm.pipelines.data.corpus import Corpus
 from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX, check_mix, sample_priors
 
@@ -131,8 +131,7 @@ class TrainConfig:
             problems.append(f"warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
         if not self.learning_rate > 0:
             problems.append(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        for name in ("synthetic_share", "mixup_prob", "full_context_prob", "noise_prob", "stride_prob",
-                     "missing_prob"):
+        for name in SHARE_FIELDS:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 problems.append(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if self.prior_mix is not None:

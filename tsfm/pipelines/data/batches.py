@@ -44,7 +44,7 @@ import torch
 
 from .corpus import Corpus
 
-__all__ = ["Batch", "BatchConfig", "BatchSampler", "PriorFn", "fixed_batches"]
+__all__ = ["SHARE_FIELDS", "Batch", "BatchConfig", "BatchSampler", "PriorFn", "fixed_batches"]
 
 #: ``prior(n, length, generator) -> float32 [n, length]`` on ``generator.device`` (NaN allowed).
 PriorFn = Callable[[int, int, torch.Generator], torch.Tensor]
@@ -56,6 +56,10 @@ class Batch(NamedTuple):
     context: torch.Tensor  # [B, context_length], NaN = missing / left padding
     target: torch.Tensor  # [B, prediction_length], NaN = nothing to score
     hidden_patches: torch.Tensor  # [B, context_length // patch_size] bool, True = hidden from the model
+
+
+#: The settings that are shares of windows, each in [0, 1] (``TrainConfig`` carries them too and checks them alike).
+SHARE_FIELDS = ("full_context_prob", "synthetic_share", "mixup_prob", "stride_prob", "noise_prob", "missing_prob")
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,7 @@ class BatchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 problems.append(f"{name} must be a positive integer, got {value!r}")
-        for name in ("full_context_prob", "synthetic_share", "mixup_prob", "stride_prob", "noise_prob",
-                     "missing_prob"):
+        for name in SHARE_FIELDS:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 problems.append(f"{name} must be in [0, 1], got {value!r}")
