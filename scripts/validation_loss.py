@@ -101,7 +101,7 @@ benchmark's mostly long, so each band is reported and so is their unweighted mea
 BAND_MEAN = "mean of the context bands"
 
 
-def _window_groups(batches: list[Batch]) -> dict[str, torch.Tensor]:
+def window_groups(batches: list[Batch]) -> dict[str, torch.Tensor]:
     """Boolean masks over all windows: what the windows are, independent of any model."""
     periods = torch.cat([detect_period(b.context.float()) for b in batches]).cpu()
     observed = torch.cat([(~torch.isnan(b.context)).sum(1) for b in batches]).cpu()
@@ -124,7 +124,7 @@ def _breakdown(model: Forecaster, batches: list[Batch]) -> dict[str, dict[str, f
     sums = {part: torch.cat(values) for part, values in parts.items()}
     groups = {group: {"windows": int(mask.sum()),
                       **{part: float(t[mask, 0].sum() / t[mask, 1].sum().clamp(min=1)) for part, t in sums.items()}}
-              for group, mask in _window_groups(batches).items()}
+              for group, mask in window_groups(batches).items()}
     bands = [groups[band] for band in CONTEXT_BANDS if groups[band]["windows"]]
     groups[BAND_MEAN] = {"windows": sum(b["windows"] for b in bands),
                          **{part: sum(b[part] for b in bands) / len(bands) for part in sums}}

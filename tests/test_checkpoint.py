@@ -128,3 +128,18 @@ def test_xlstm_conv_round_trip_keeps_the_spec_and_the_forecasts(tmp_path, decodi
     (path / "config.json").write_text(json.dumps(payload))
     with pytest.raises(CheckpointError):
         load_model(path)
+
+
+def test_load_model_replaces_the_inference_settings_only(model, tmp_path):
+    path = save_model(Forecaster(model.config.replace(infer_nonnegative=True)).eval(), tmp_path / "ckpt")
+    stored = load_model(path)
+    assert stored.config.infer_nonnegative and stored.config.decoding == "masked"
+    changed = load_model(path, infer_nonnegative=False, decoding="autoregressive")
+    assert changed.config == stored.config.replace(infer_nonnegative=False, decoding="autoregressive")
+    context = torch.rand(2, 70) + 0.1  # never negative: the stored setting clamps, the replaced one does not
+    assert torch.equal(changed.forecast(context, 20), stored.forecast(context, 20, "autoregressive",
+                                                                      infer_nonnegative=False))
+    with pytest.raises(ValueError, match="load_model: invalid ModelConfig: decoding must be one of"):
+        load_model(path, decoding="beam")
+    with pytest.raises(ValueError, match="infer_nonnegative must be true or false"):
+        load_model(path, infer_nonnegative="no")

@@ -191,3 +191,27 @@ def test_sweep_plans_an_xlstm_conv_run_with_a_folder_safe_name() -> None:
     runs = plan_runs(split_specs("xlstm[1:0,conv],xlstm[1:0]"), ["1M"])
     assert [run.backbone for run in runs] == ["xlstm[1:0,conv]", "xlstm[1:0]"]
     assert [run.name for run in runs] == ["xlstm_1_0_conv-1M-s0", "xlstm_1_0-1M-s0"]
+
+
+def test_forecast_allow_negative_keeps_the_negative_quantiles(tmp_path):
+    """The default model clamps never-negative series at 0 (infer_nonnegative); --allow-negative turns it off."""
+    from tsfm.checkpoint import save_model
+    from tsfm.model import Forecaster
+
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="gdn", d_model=32, n_layers=2, n_heads=2, context_length=128,
+                         infer_nonnegative=True)
+    checkpoint = save_model(Forecaster(config), tmp_path / "nonnegative")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"item_id": "a", "timestamp": pd.date_range("2024-01-01", periods=64, freq="D"),
+                          "target": np.abs(rng.normal(0.0, 5.0, size=64))})  # near 0, widely spread
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    outputs = {}
+    for name, extra in (("clamped", []), ("allowed", ["--allow-negative"])):
+        out = tmp_path / f"{name}.csv"
+        args = ["forecast", str(tmp_path / "data.csv"), "-H", "16", "--model", str(checkpoint), "-o", str(out)]
+        assert main(args + extra) == 0
+        outputs[name] = pd.read_csv(out).select_dtypes("number")
+    assert (outputs["allowed"].to_numpy() < 0).any(), "the test needs negative quantiles without the clamp"
+    assert (outputs["clamped"].to_numpy() >= 0).all()
+    np.testing.assert_allclose(outputs["clamped"].to_numpy(), outputs["allowed"].clip(lower=0).to_numpy(), rtol=1e-6)

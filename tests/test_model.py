@@ -252,3 +252,34 @@ def test_decoding_is_validated():
     with pytest.raises(ValueError, match="decoding must be one of"):
         tiny().forecast(torch.randn(1, 40), 8, decoding="beam")
     assert tiny(decoding="autoregressive").config.decoding == "autoregressive"
+
+
+@pytest.mark.parametrize("decoding", ["masked", "autoregressive"])
+def test_infer_nonnegative_clamps_only_series_whose_context_has_no_negative_value(decoding):
+    model = tiny(decoding=decoding)
+    context = torch.randn(3, 40) * 5.0 + 1.0  # spread around 1: the plain forecasts have negative quantiles
+    context[0] = context[0].abs()  # never negative: clamped
+    context[1] = context[1].abs()
+    context[1, 3] = -1e-3  # one negative value: left as it is
+    context[2, :30] = float("nan")
+    context[2, 30:] = context[2, 30:].abs()  # missing values do not count against it
+    plain = model.forecast(context, 20)
+    assert (plain < 0).any(dim=(1, 2)).all(), "the test needs negative quantiles in every plain forecast"
+    clamped = model.forecast(context, 20, infer_nonnegative=True)
+    assert torch.equal(clamped[[0, 2]], plain[[0, 2]].clamp(min=0.0))
+    assert torch.equal(clamped[1], plain[1])
+    # the config sets the default, and a call overrides it
+    configured = tiny(decoding=decoding, infer_nonnegative=True)
+    assert torch.equal(configured.forecast(context, 20), clamped)
+    assert torch.equal(configured.forecast(context, 20, infer_nonnegative=False), plain)
+
+
+def test_infer_nonnegative_leaves_an_all_missing_context_alone():
+    model = tiny()
+    context = torch.full((1, 16), float("nan"))
+    assert torch.equal(model.forecast(context, 8, infer_nonnegative=True), model.forecast(context, 8))
+
+
+def test_infer_nonnegative_must_be_a_bool():
+    with pytest.raises(ValueError, match="infer_nonnegative must be true or false"):
+        ModelConfig(infer_nonnegative="yes")

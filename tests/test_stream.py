@@ -231,3 +231,27 @@ def test_default_model_stream_matches_full_forward():
     want = reference(model, [values[:1056]], scale, 48, None)
     torch.testing.assert_close(stream.forecast_model_quantiles(48), want, rtol=1e-4, atol=1e-3)
     assert math.isclose(float(scale.scale[0, 0]), float(stream._scale[0, 0]))
+
+
+@pytest.mark.parametrize("spec", ["gdn", "transformer"])
+def test_infer_nonnegative_clamps_by_the_kept_tail_as_predict_does(spec):
+    """A stream of a model with ``infer_nonnegative`` equals the plain stream clamped where the tail it keeps (what
+    ``predict`` would read) has no negative value; a negative value that left the tail no longer counts."""
+    plain_model = tiny(spec)
+    clamped_model = Forecaster(plain_model.config.replace(infer_nonnegative=True)).eval()
+    clamped_model.load_state_dict(plain_model.state_dict())
+    rng = np.random.default_rng(1)
+    opening = [np.abs(rng.normal(1.0, 5.0, size=40)), rng.normal(1.0, 5.0, size=43)]
+    opening[1][0] = -50.0  # the only negative value left once the tail moves on
+    opening[1][1:] = np.abs(opening[1][1:])
+    kwargs = dict(context_length=64, max_drift=None)
+    plain, clamped = open_stream(plain_model, opening, **kwargs), open_stream(clamped_model, opening, **kwargs)
+    base = plain.forecast_model_quantiles(20)
+    assert (base < 0).any(dim=(1, 2)).all(), "the test needs negative quantiles in both plain forecasts"
+    got = clamped.forecast_model_quantiles(20)
+    torch.testing.assert_close(got[0], base[0].clamp(min=0.0))
+    torch.testing.assert_close(got[1], base[1])
+    new = np.abs(rng.normal(1.0, 5.0, size=(2, 24)))  # series 1's tail (64 steps) drops its negative value
+    plain.update(new)
+    clamped.update(new)
+    torch.testing.assert_close(clamped.forecast_model_quantiles(20), plain.forecast_model_quantiles(20).clamp(min=0))

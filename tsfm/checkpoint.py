@@ -151,10 +151,27 @@ def read_checkpoint_config(path: str | os.PathLike[str]) -> tuple[ModelConfig, d
     return config, payload.get("training", {})
 
 
-def load_model(name_or_path: str | os.PathLike[str] = "default", *, device: str | torch.device = "cpu") -> Forecaster:
-    """Load a Forecaster from a built-in name (``"default"``) or a checkpoint folder, in eval mode."""
+def load_model(
+    name_or_path: str | os.PathLike[str] = "default",
+    *,
+    device: str | torch.device = "cpu",
+    decoding: str | None = None,
+    infer_nonnegative: bool | None = None,
+) -> Forecaster:
+    """Load a Forecaster from a built-in name (``"default"``) or a checkpoint folder, in eval mode.
+
+    ``decoding`` and ``infer_nonnegative`` replace the checkpoint's inference settings of the same names
+    (``ModelConfig``; the weights do not depend on them), e.g. ``load_model("default", infer_nonnegative=False)``
+    for series that may turn negative after a non-negative history.
+    """
     path = resolve_model_path(name_or_path)
     config, _ = read_checkpoint_config(path)
+    inference = {k: v for k, v in (("decoding", decoding), ("infer_nonnegative", infer_nonnegative)) if v is not None}
+    if inference:
+        try:
+            config = config.replace(**inference)
+        except ValueError as err:
+            raise ValueError(f"load_model: {err}") from None
     files = weight_files(path)
     if not files:
         raise CheckpointError(f"{path / WEIGHTS_FILE} not found (nor shards model-*-of-*.safetensors)")

@@ -185,11 +185,14 @@ def _quantile_levels(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(message) from None
 
 
-def _load_model(name_or_path: str, device: str | None) -> Any:
-    """Load a model, turning a bad name or path into a one-line error."""
+def _load_model(name_or_path: str, device: str | None, **inference: Any) -> Any:
+    """Load a model (``inference``: ``load_model``'s settings), turning a bad name or path into a one-line error."""
     from tsfm import forecast
+    from tsfm.checkpoint import load_model
 
     try:
+        if inference:
+            return load_model(name_or_path, device=device or "cpu", **inference)
         return forecast.resolve_model(name_or_path, device)
     except (OSError, ValueError) as err:
         raise CommandError(f"cannot load model {name_or_path!r}: {err}") from None
@@ -255,6 +258,9 @@ def _summary_table(forecast: Any, id_column: str) -> str:
     DEVICE_ARG,
     arg("-o", "--output", type=Path, default=None, help="write the forecast to this .csv or .parquet file"),
     arg("--plot", type=Path, default=None, help="write a PNG of the first series' forecasts"),
+    arg("--allow-negative", action="store_true",
+        help="keep negative forecasts of series whose history has no negative value (the default model sets them "
+             "to 0: ModelConfig.infer_nonnegative)"),
 )
 def forecast_command(args: argparse.Namespace) -> int:
     from tsfm.config import DEFAULT_QUANTILE_LEVELS
@@ -263,7 +269,7 @@ def forecast_command(args: argparse.Namespace) -> int:
     _check_output_path(args.output, (".csv", ".parquet", ".pq"))
     _check_output_path(args.plot, (".png",))
     data = _read_table(args.data)
-    model = _load_model(args.model, args.device)
+    model = _load_model(args.model, args.device, **({"infer_nonnegative": False} if args.allow_negative else {}))
     levels = args.quantile_levels if args.quantile_levels is not None else DEFAULT_QUANTILE_LEVELS
     columns = {"id_column": args.id_column, "timestamp_column": args.timestamp_column, "target": args.target}
     forecast = predict_df(

@@ -52,6 +52,10 @@ class ModelConfig:
             re-fitted scale every ``tsfm.model.REANCHOR_PATCHES`` patches), and each quantile keeps its
             masked-decoding distance from the median, so the spread still grows with the horizon. See
             :data:`DECODINGS`.
+        infer_nonnegative: set to 0 the forecast values below 0 of every series whose observed context has no
+            negative value (counts, sales, loads, prices), as TimesFM 2.5's ``infer_is_positive`` does; a series
+            with a negative value is forecast as it is. An inference setting like ``decoding``: the weights do not
+            depend on it, and ``Forecaster.forecast`` can override it per call.
     """
 
     backbone: str = "xlstm[3:1]"
@@ -69,6 +73,7 @@ class ModelConfig:
     horizon_embedding: bool = False
     seasonal_hint: bool = False
     decoding: str = "masked"
+    infer_nonnegative: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -89,6 +94,8 @@ class ModelConfig:
             problems.append("quantile_levels must contain 0.5 (the median is the point forecast)")
         if self.decoding not in DECODINGS:
             problems.append(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
+        if not isinstance(self.infer_nonnegative, bool):
+            problems.append(f"infer_nonnegative must be true or false, got {self.infer_nonnegative!r}")
         if problems:
             raise ValueError("invalid ModelConfig: " + "; ".join(problems))
 

@@ -42,6 +42,19 @@ def num_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+def has_no_negative_value(context: torch.Tensor) -> torch.Tensor:
+    """``[B]`` bool: the series of ``context [B, T]`` with at least one observed value and none below 0."""
+    observed = ~torch.isnan(context)
+    return observed.any(-1) & torch.where(observed, context >= 0, True).all(-1)
+
+
+def clamp_if_nonnegative(forecast: torch.Tensor, nonnegative: torch.Tensor) -> torch.Tensor:
+    """``forecast [B, Q, H]`` with values below 0 set to 0 in the rows where ``nonnegative [B]`` is true
+    (``ModelConfig.infer_nonnegative``: a series never negative so far, such as counts, sales or loads, gets no
+    negative quantile, which could only add loss if it stays so; TimesFM 2.5's ``infer_is_positive``)."""
+    return torch.where(nonnegative[:, None, None], forecast.clamp(min=0.0), forecast)
+
+
 class ForwardOutput(NamedTuple):
     """Raw model output: quantiles of the next patch for every token, in scaled space, plus the scaling used."""
 
@@ -217,24 +230,28 @@ class Forecaster(nn.Module):
         prediction_length: int,
         decoding: str | None = None,
         scale: ScaleParams | None = None,
+        infer_nonnegative: bool | None = None,
     ) -> torch.Tensor:
         """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``.
 
         ``decoding`` overrides ``config.decoding`` (``"masked"`` or ``"autoregressive"``); both give the same first
         patch. ``scale`` fixes the scaling (default: fitted on the context), as a stream does.
+        ``infer_nonnegative`` overrides ``config.infer_nonnegative``.
         """
         if prediction_length <= 0:
             raise ValueError(f"prediction_length must be positive, got {prediction_length}")
         decoding = self.config.decoding if decoding is None else decoding
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
+        nonnegative = self.config.infer_nonnegative if infer_nonnegative is None else infer_nonnegative
         context = context.to(self.device, torch.float32)
         self.check_context_length(context.shape[-1])
         window = context if scale is None else None  # a fitted scale is re-fitted when the window is re-read
         scale = fit_scale(context) if scale is None else scale
         last, state = self.read_context(context, scale)
-        return self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
-                                      hint_context=context)
+        out = self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
+                                     hint_context=context)
+        return clamp_if_nonnegative(out, has_no_negative_value(context)) if nonnegative else out
 
     @property
     def _median_index(self) -> int:

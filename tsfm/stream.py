@@ -56,7 +56,7 @@ from torch.utils import _pytree as pytree
 from tsfm import graphed_step
 from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
-from tsfm.model import Forecaster
+from tsfm.model import Forecaster, clamp_if_nonnegative, has_no_negative_value
 from tsfm.patching import patch_tokens
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale
 
@@ -187,7 +187,11 @@ class Stream:
             context = self._stacked_tails(index, width).to(out.device)
             idx = torch.tensor(index, device=out.device)
             scale = ScaleParams(self._loc[idx], self._scale[idx])
-            out[idx] = self.model.forecast(context, prediction_length, self.decoding, scale=scale)
+            out[idx] = self.model.forecast(context, prediction_length, self.decoding, scale=scale,
+                                           infer_nonnegative=False)
+        if self.config.infer_nonnegative:  # predict's rule on the same window: the tail the stream keeps
+            nonnegative = torch.stack([has_no_negative_value(tail) for tail in self._tails]).to(out.device)
+            out = clamp_if_nonnegative(out, nonnegative)
         return out
 
     def state_dict(self) -> dict[str, torch.Tensor]:

@@ -12,6 +12,8 @@
 # runs/$RUN/planned_steps so the later calls resume with the same schedule. EVAL=0 skips the benchmark and patterns
 # (calls before the last).
 #
+# VALIDATE_AGAINST="default" (with EVAL=1) also scores the validation loss of the run beside those checkpoints.
+#
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
 # gzipped (scripts/device/pack_carry.sh). Everything after the variables is passed to `tsfm train`.
 set -uo pipefail
@@ -72,6 +74,15 @@ if [ "${EVAL:-1}" = 1 ]; then
         timeout "${EVAL_SECONDS:-240}" python3 scripts/eval_checkpoints.py "runs/$RUN/model" "${choice[@]}" \
             --benchmark data/device/benchmark --out "$OUT/pack/eval" --device cuda 2>&1 | grep -v -i warn | tail -5
     done
+    # VALIDATE_AGAINST="default ...": validation loss of these checkpoints and the run on the same held-out windows
+    # (the first one's settings, the split both hold out), bf16 on this GPU, so the run can be chosen by the rule
+    # before the weights leave the machine (scripts/validation_loss.py; a CPU rerun takes 20 minutes per model)
+    if [ -n "${VALIDATE_AGAINST:-}" ]; then
+        # shellcheck disable=SC2086  # a list of checkpoints
+        timeout 300 python3 scripts/validation_loss.py $VALIDATE_AGAINST "runs/$RUN/model" --real-data \
+            data/device/pretrain --validation-split common --breakdown --out "$OUT/pack/validation.json" 2>&1 \
+            | grep -v -i warn | tail -14
+    fi
     # textbook patterns (seconds): does the model continue a sine, a sawtooth, two seasons? (tsfm/pipelines/patterns.py)
     timeout 120 python3 -m tsfm patterns --model "runs/$RUN/model" --out "$OUT/pack/patterns" --device cuda 2>&1 \
         | grep -E "^\| (sine|two seasons) " | head -16

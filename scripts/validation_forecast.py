@@ -1,0 +1,111 @@
+"""Forecast-path validation: score a checkpoint's *inference options* on the held-out windows, never the benchmark.
+
+``scripts/validation_loss.py`` scores the training objective (one forward pass, every token); options that act only
+when forecasting need the forecasts themselves: ``infer_nonnegative`` (``Forecaster.forecast``) and the sign-flip
+average that TimesFM 2.5 offers as ``force_flip_invariance`` (computed here from two forecasts: level ``q`` of ``x``
+averaged with minus level ``1 - q`` of ``-x``; measured, not shipped: see ``benchmarks/RESULTS.md``).
+
+This script rebuilds the same validation windows (the hash split, ``VALIDATION_SEED``, the checkpoint's recorded
+settings), forecasts each window's future patches through ``Forecaster.forecast`` once for every option
+combination, and prints the pinball loss in each window's scaled units (the context's ``fit_scale``, the truth
+clipped at ``TARGET_CLAMP`` as in training), pooled over observed steps, with the breakdown over window groups of
+``validation_loss.py``. The rule: an option becomes a shipped model's default only if it lowers this loss.
+
+    PYTHONPATH=. python3 scripts/validation_forecast.py tsfm/models/default --real-data data/device/pretrain \
+        --validation-split common [--val-batches 2] [--device cuda] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from validation_loss import BAND_MEAN, CONTEXT_BANDS, window_groups  # a sibling script (scripts/)
+
+from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
+from tsfm.heads import pinball_per_step
+from tsfm.model import TARGET_CLAMP, clamp_if_nonnegative, has_no_negative_value
+from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
+from tsfm.pipelines.train import TrainConfig, validation_batches
+from tsfm.scaling import ScaleParams, apply_scale, fit_scale
+
+OPTIONS = ("flip_invariant", "infer_nonnegative")
+
+
+def forecast(model, context: torch.Tensor, horizon: int, *, flip_invariant: bool, infer_nonnegative: bool
+             ) -> torch.Tensor:
+    """``[B, Q, H]`` quantiles under the two options (the levels must be symmetric about 0.5 for the flip)."""
+    out = model.forecast(context, horizon, infer_nonnegative=False)
+    if flip_invariant:
+        out = 0.5 * (out - model.forecast(-context, horizon, infer_nonnegative=False).flip(1))
+    return clamp_if_nonnegative(out, has_no_negative_value(context.to(out.device))) if infer_nonnegative else out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="a checkpoint folder or a built-in name")
+    parser.add_argument("--real-data", type=Path, required=True, help="the corpus the model was trained on")
+    parser.add_argument("--validation-share", type=float, default=0.05)
+    parser.add_argument("--validation-split", choices=VALIDATION_SPLITS, default="series")
+    parser.add_argument("--val-batches", type=int, default=None, help="default: the checkpoint's setting")
+    parser.add_argument("--batch-size", type=int, default=256, help="windows per forecast call")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    args = parser.parse_args()
+
+    model_config, training = read_checkpoint_config(resolve_model_path(args.model))
+    recorded = dict(training.get("train_config") or {})
+    if not recorded:
+        parser.error(f"{args.model} records no training settings; its validation set cannot be rebuilt")
+    if args.val_batches is not None:
+        recorded["val_batches"] = args.val_batches
+    train_config = TrainConfig(**{k: v for k, v in recorded.items() if k in TrainConfig.__dataclass_fields__})
+    _, validation = load_corpus(args.real_data, validation_share=args.validation_share,
+                                validation_split=args.validation_split)
+    batches = validation_batches(model_config, train_config, validation, args.device)
+    contexts = torch.cat([b.context for b in batches]).float()
+    targets = torch.cat([b.target for b in batches]).float()
+    print(f"{len(validation)} held-out series, {contexts.shape[0]} windows, context {contexts.shape[1]}, "
+          f"horizon {targets.shape[1]}")
+    model = load_model(args.model, device=args.device)
+    params = ScaleParams(*(t.cpu() for t in fit_scale(contexts)))
+    groups = window_groups(batches)
+    rows = []
+    for values in itertools.product((False, True), repeat=len(OPTIONS)):
+        options = dict(zip(OPTIONS, values, strict=True))
+        forecasts = []
+        for start in tqdm(range(0, contexts.shape[0], args.batch_size), desc=str(options), leave=False):
+            chunk = contexts[start : start + args.batch_size]
+            forecasts.append(forecast(model, chunk, targets.shape[1], **options).float().cpu())
+        quantiles = torch.cat(forecasts)  # [N, Q, H]
+        # in the context's scaled units, the truth clipped at TARGET_CLAMP as training does (a near-constant
+        # context would otherwise dominate the mean)
+        truth = apply_scale(targets.cpu(), params).clamp(-TARGET_CLAMP, TARGET_CLAMP)
+        predicted = (quantiles - params.loc[:, :, None]) / params.scale[:, :, None]
+        loss, weight = pinball_per_step(predicted, truth, model.quantile_levels)
+        per_window = torch.stack([loss.sum(1), weight.sum(1)], 1)
+        row = {"options": options}
+        for group, mask in groups.items():
+            row[group] = float(per_window[mask, 0].sum() / per_window[mask, 1].sum().clamp(min=1))
+        bands = [row[band] for band in CONTEXT_BANDS if groups[band].any()]
+        row[BAND_MEAN] = sum(bands) / len(bands)
+        rows.append(row)
+        print(f"{options}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}", flush=True)
+    names = [name for name in rows[0] if name != "options"]
+    print("\n| " + " | ".join(OPTIONS) + " | " + " | ".join(names) + " |")
+    print("|" + "---|" * len(OPTIONS) + "--:|" * len(names))
+    for row in rows:
+        cells = [str(row["options"][o]) for o in OPTIONS] + [f"{row[n]:.4f}" for n in names]
+        print("| " + " | ".join(cells) + " |")
+    counts = {group: int(mask.sum()) for group, mask in groups.items()}
+    print("windows per group:", counts)
+    if args.out:
+        args.out.write_text(json.dumps({"model": args.model, "windows": counts, "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

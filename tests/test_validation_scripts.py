@@ -1,0 +1,76 @@
+"""The two validation scripts run end to end on a tiny checkpoint and corpus, and say what they should."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tsfm.checkpoint import save_model
+from tsfm.config import ModelConfig
+from tsfm.model import Forecaster
+from tsfm.pipelines.data.gift_format import write_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def checkpoint_and_corpus(tmp_path_factory) -> tuple[Path, Path]:
+    """A never-negative corpus (counts-like spikes around a low level) and an untrained model that records the
+    training settings the scripts rebuild the validation windows from."""
+    root = tmp_path_factory.mktemp("validation")
+    rng = np.random.default_rng(0)
+    entries = [{"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": "D",
+                "target": rng.poisson(rng.uniform(0.2, 3.0), size=int(rng.integers(40, 300))).astype(np.float32)}
+               for i in range(60)]
+    write_dataset(root / "corpus" / "counts", entries)
+    config = ModelConfig(backbone="gdn", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
+                         context_length=64, train_horizon_patches=2, horizon_embedding=True)
+    torch.manual_seed(0)
+    checkpoint = save_model(Forecaster(config).eval(), root / "model",
+                            training={"train_config": {"context_length": 64, "batch_size": 16, "val_batches": 2}})
+    return checkpoint, root / "corpus"
+
+
+def _run(script: str, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(checkpoint_and_corpus, tmp_path):
+    checkpoint, corpus = checkpoint_and_corpus
+    out = tmp_path / "forecast.json"
+    printed = _run("validation_forecast.py", str(checkpoint), "--real-data", str(corpus), "--validation-share", "0.3",
+                   "--out", str(out))
+    assert "| flip_invariant | infer_nonnegative |" in printed
+    result = json.loads(out.read_text())
+    rows = {(r["options"]["flip_invariant"], r["options"]["infer_nonnegative"]): r for r in result["rows"]}
+    assert set(rows) == {(False, False), (False, True), (True, False), (True, True)}
+    assert result["windows"]["all windows"] == 32
+    plain, clamped, flipped = rows[False, False], rows[False, True], rows[True, False]
+    # every truth is >= 0 here, so raising negative quantiles to 0 can only lower the pinball loss; an untrained
+    # model spreads its quantiles below 0, so it must lower it
+    assert clamped["all windows"] < plain["all windows"]
+    assert all(clamped[g] <= plain[g] + 1e-7 for g in result["windows"] if result["windows"][g])
+    assert flipped["all windows"] != pytest.approx(plain["all windows"], rel=1e-4)
+
+
+def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and_corpus, tmp_path):
+    checkpoint, corpus = checkpoint_and_corpus
+    out = tmp_path / "loss.json"
+    printed = _run("validation_loss.py", str(checkpoint), str(checkpoint), "--real-data", str(corpus),
+                   "--validation-share", "0.3", "--breakdown", "--out", str(out))
+    assert "| checkpoint | steps (own + parents) | validation loss |" in printed
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2 and rows[0]["validation_loss"] == rows[1]["validation_loss"] > 0
+    assert rows[0]["breakdown"]["all windows"]["windows"] == 32
