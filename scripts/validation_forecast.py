@@ -7,7 +7,7 @@ averaged with minus level ``1 - q`` of ``-x``; measured, not shipped: see ``benc
 
 This script rebuilds the same validation windows (the hash split, ``VALIDATION_SEED``, the checkpoint's recorded
 settings), forecasts each window's future patches through ``Forecaster.forecast`` once for every option
-combination, and prints the pinball loss in each window's scaled units (the context's ``fit_scale``, the truth
+combination (also, if asked, from a shorter context or another decoding), and prints the pinball loss in each window's scaled units (the context's ``fit_scale``, the truth
 clipped at ``TARGET_CLAMP`` as in training), pooled over observed steps, with the breakdown over window groups of
 ``validation_loss.py``. The rule: an option becomes a shipped model's default only if it lowers this loss.
 
@@ -33,15 +33,14 @@ from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
 from tsfm.pipelines.train import TrainConfig, validation_batches
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale
 
-OPTIONS = ("flip_invariant", "infer_nonnegative")
-
-
-def forecast(model, context: torch.Tensor, horizon: int, *, flip_invariant: bool, infer_nonnegative: bool
-             ) -> torch.Tensor:
-    """``[B, Q, H]`` quantiles under the two options (the levels must be symmetric about 0.5 for the flip)."""
-    out = model.forecast(context, horizon, infer_nonnegative=False)
+def forecast(model, context: torch.Tensor, horizon: int, *, context_length: int, decoding: str,
+             flip_invariant: bool, infer_nonnegative: bool) -> torch.Tensor:
+    """``[B, Q, H]`` quantiles under the options: the context's last ``context_length`` steps, ``decoding``, the
+    sign-flip average (the levels must be symmetric about 0.5) and the non-negative clamp."""
+    context = context[:, -context_length:]
+    out = model.forecast(context, horizon, decoding, infer_nonnegative=False)
     if flip_invariant:
-        out = 0.5 * (out - model.forecast(-context, horizon, infer_nonnegative=False).flip(1))
+        out = 0.5 * (out - model.forecast(-context, horizon, decoding, infer_nonnegative=False).flip(1))
     return clamp_if_nonnegative(out, has_no_negative_value(context.to(out.device))) if infer_nonnegative else out
 
 
@@ -54,6 +53,11 @@ def main() -> None:
     parser.add_argument("--val-batches", type=int, default=None, help="default: the checkpoint's setting")
     parser.add_argument("--batch-size", type=int, default=256, help="windows per forecast call")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--context-lengths", default=None,
+                        help="comma-separated: also forecast from only the last N steps of each window (default: "
+                             "the model's context length alone)")
+    parser.add_argument("--decodings", default=None, help="comma-separated (default: the model's decoding alone)")
+    parser.add_argument("--no-flip", action="store_true", help="leave out the sign-flip average (half the time)")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
     args = parser.parse_args()
 
@@ -72,11 +76,18 @@ def main() -> None:
     print(f"{len(validation)} held-out series, {contexts.shape[0]} windows, context {contexts.shape[1]}, "
           f"horizon {targets.shape[1]}")
     model = load_model(args.model, device=args.device)
+    choices = {
+        "context_length": [int(n) for n in args.context_lengths.split(",")] if args.context_lengths
+        else [model_config.context_length],
+        "decoding": args.decodings.split(",") if args.decodings else [model_config.decoding],
+        "flip_invariant": [False] if args.no_flip else [False, True],
+        "infer_nonnegative": [False, True],
+    }
     params = ScaleParams(*(t.cpu() for t in fit_scale(contexts)))
     groups = window_groups(batches)
     rows = []
-    for values in itertools.product((False, True), repeat=len(OPTIONS)):
-        options = dict(zip(OPTIONS, values, strict=True))
+    for values in itertools.product(*choices.values()):
+        options = dict(zip(choices, values, strict=True))
         forecasts = []
         for start in tqdm(range(0, contexts.shape[0], args.batch_size), desc=str(options), leave=False):
             chunk = contexts[start : start + args.batch_size]
@@ -96,10 +107,10 @@ def main() -> None:
         rows.append(row)
         print(f"{options}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}", flush=True)
     names = [name for name in rows[0] if name != "options"]
-    print("\n| " + " | ".join(OPTIONS) + " | " + " | ".join(names) + " |")
-    print("|" + "---|" * len(OPTIONS) + "--:|" * len(names))
+    print("\n| " + " | ".join(choices) + " | " + " | ".join(names) + " |")
+    print("|" + "---|" * len(choices) + "--:|" * len(names))
     for row in rows:
-        cells = [str(row["options"][o]) for o in OPTIONS] + [f"{row[n]:.4f}" for n in names]
+        cells = [str(row["options"][o]) for o in choices] + [f"{row[n]:.4f}" for n in names]
         print("| " + " | ".join(cells) + " |")
     counts = {group: int(mask.sum()) for group, mask in groups.items()}
     print("windows per group:", counts)

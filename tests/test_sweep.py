@@ -20,6 +20,7 @@ from tsfm.pipelines.data.build import build_benchmark
 from tsfm.pipelines.data.gift_format import write_dataset
 from tsfm.pipelines.data.paths import raw_dir
 from tsfm.pipelines.sweep import (
+    SHORT_CONTEXTS,
     Recipe,
     SweepError,
     SweepRun,
@@ -91,6 +92,7 @@ def test_tiny_sweep_resumes_an_interrupted_run_and_skips_finished_ones(tmp_path,
     per_run = results.drop_duplicates("run")
     assert (per_run["steps"] == [6, 6, 4, 4]).all()
     assert results["MASE_normalised"].gt(0).all() and results["CRPS_normalised"].gt(0).all()
+    assert (results["short_contexts"] == SHORT_CONTEXTS).all()  # scored as read_context reads (the report's key)
     assert per_run["tokens_seen"].tolist() == [6 * 8 * 10, 6 * 8 * 10, 4 * 8 * 10, 4 * 8 * 10]
     config = json.loads((sweep.out / "runs" / runs[0].name / "model" / "config.json").read_text())["model"]
     assert config["horizon_embedding"] is True  # the pretraining recipe's

@@ -14,11 +14,13 @@ pytest.importorskip("gluonts")
 
 from tsfm.cli import main
 from tsfm.pipelines.evaluate import CRPS, MASE
-from tsfm.pipelines.sweep import BUDGET_RULE
+from tsfm.pipelines.sweep import BUDGET_RULE, SHORT_CONTEXTS
 from tsfm.pipelines.sweep_report import (
+    READ_ALONE,
     SweepReportError,
     _even_ticks,
     claim_points,
+    decoding_order,
     mix_points,
     read_sweep,
     seed_ranges_overlap,
@@ -66,7 +68,8 @@ def sweep_rows(decodings: tuple[str, ...] = ("masked", "autoregressive")) -> lis
                         "seed": seed, "parameters": PARAMETERS[preset] * (1.05 if backbone == "gdn" else 1.0),
                         "tokens_seen": 12_000_000, "steps": 100, "batch_size": 256, "train_seconds": 60.0,
                         "wall_seconds_this_call": 70.0, "tokens_per_s": 200_000, "train_loss": 0.3,
-                        "val_loss": 0.35 + 0.01 * seed, "device": "cpu", "decoding": decoding, "dataset": key,
+                        "val_loss": 0.35 + 0.01 * seed, "device": "cpu", "decoding": decoding,
+                        "short_contexts": SHORT_CONTEXTS, "dataset": key,
                         "model": run_name(backbone, preset, seed), MASE: 1.0, CRPS: 0.1, "domain": "Energy",
                         "num_variates": 1, "MASE_normalised": mase * m_mult * factor,
                         "CRPS_normalised": crps * c_mult * factor,
@@ -221,6 +224,26 @@ def test_csv_without_decoding_is_masked_only_and_runs_folder_is_optional(tmp_pat
     assert f"`{csv}`, {len(rows)} row(s), {len(rows) - 1} scored, 4 configuration(s)" in text
     assert "| W |" not in text
     assert "| `xlstm_3_1-1M-s0` | cpu | 12,000,000 | 60.0 | 200,000 |" in text
+
+
+def test_rows_scored_before_the_short_context_fix_are_never_pooled_with_later_ones(tmp_path: Path) -> None:
+    """Rows without ``short_contexts`` (scored when a short context was read alone) form their own tables, plots
+    and verdicts beside the later rows of the same decoding, as another decoding would."""
+    later = sweep_rows(("masked",))
+    earlier = [{k: v for k, v in {**row, "MASE_normalised": row["MASE_normalised"] * 2}.items()
+                if k != "short_contexts"} for row in later]
+    csv = write_sweep(tmp_path / "sweep", earlier + later, logs=False)
+    frame = read_sweep(csv)
+    assert decoding_order(frame["decoding"]) == ["masked", "masked" + READ_ALONE]
+    written = write_sweep_report(csv, tmp_path / "out")
+    text = written[0].read_text()
+    names = [p.name for p in written[1:]]
+    assert names == ["sweep_scaling_masked.png", "sweep_scaling_masked-short-contexts-read-alone.png"]
+    for decoding, factor in (("masked", 1.0), ("masked" + READ_ALONE, 2.0)):
+        scores = section(text, f"### Decoding: {decoding}\n", "### Decoding")
+        single = expected("mamba2", "10M", "masked", 0)[0] * factor
+        assert f"{single:.3f}" in scores
+    assert f"decodings: masked, masked{READ_ALONE}" in text
 
 
 def test_cli_sweep_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -52,7 +52,7 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     out = tmp_path / "forecast.json"
     printed = _run("validation_forecast.py", str(checkpoint), "--real-data", str(corpus), "--validation-share", "0.3",
                    "--out", str(out))
-    assert "| flip_invariant | infer_nonnegative |" in printed
+    assert "| context_length | decoding | flip_invariant | infer_nonnegative |" in printed
     result = json.loads(out.read_text())
     rows = {(r["options"]["flip_invariant"], r["options"]["infer_nonnegative"]): r for r in result["rows"]}
     assert set(rows) == {(False, False), (False, True), (True, False), (True, True)}

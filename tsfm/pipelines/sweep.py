@@ -192,6 +192,13 @@ def check_out_folder(settings: SweepSettings) -> None:
     marker.write_text(json.dumps(ours, indent=2) + "\n")
 
 
+SHORT_CONTEXTS = "after missing patches"
+"""The ``short_contexts`` column: how scoring read a context shorter than the trained window. Since the fourteenth
+session ``Forecaster.read_context`` reads it after the fully missing patches that filled it in training; rows without
+the column were scored before and read it alone, which changes the short-history configurations (M3, NN3, tourism,
+``m4_hourly``), so the report never pools the two (``sweep_report.read_sweep``)."""
+
+
 def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = False) -> list[dict[str, Any]]:
     """Train one run (resuming it if interrupted), score its validation-chosen checkpoint zero-shot, and return
     one row per benchmark configuration."""
@@ -226,7 +233,7 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
         "train_seconds": provenance["train_seconds"], "wall_seconds_this_call": round(time.monotonic() - started, 1),
         "tokens_per_s": round(provenance["tokens_seen"] / max(provenance["train_seconds"], 1e-9)),
         "train_loss": provenance["final_train_loss"], "val_loss": provenance["best_val_loss"],
-        "device": provenance["device"],
+        "device": provenance["device"], "short_contexts": SHORT_CONTEXTS,
     }
     return [{**common, **row} for row in rows]
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from .evaluate.aggregate import geometric_mean
 from .report import agg_figure, markdown_table
-from .sweep import BUDGET_RULE
+from .sweep import BUDGET_RULE, SHORT_CONTEXTS
 
 __all__ = [
     "CLAIM_BACKBONE",
@@ -54,6 +54,10 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 
 METRICS: tuple[str, ...] = ("MASE", "CRPS")
 DEFAULT_DECODING = "masked"  # sweeps written before the decoding column scored with masked decoding only
+READ_ALONE = ", short contexts read alone"
+"""Appended to the decoding of rows scored before ``Forecaster.read_context`` (no ``short_contexts`` column, or
+another value than :data:`tsfm.pipelines.sweep.SHORT_CONTEXTS`): their scores are another measurement, so every
+table, plot and verdict keeps them apart, as it keeps decodings apart."""
 CLAIM_BACKBONE = "xlstm[3:1]"
 CLAIM_LEAD_PRESETS: tuple[str, ...] = ("1M", "3M", "10M", "40M")
 CLAIM_NARROW_PRESET = "80M"
@@ -78,7 +82,8 @@ class SweepReportError(ValueError):
 
 
 def read_sweep(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """The sweep's rows, checked, with a ``decoding`` column (``"masked"`` where the CSV predates it).
+    """The sweep's rows, checked, with a ``decoding`` column (``"masked"`` where the CSV predates it; rows scored
+    before short contexts were read after the missing patches carry :data:`READ_ALONE` after it).
 
     Rows whose normalised scores are missing (a configuration without a Seasonal-Naive value) are dropped, because a
     geometric mean over NaN is meaningless and the leaderboard leaves such configurations out too.
@@ -99,6 +104,10 @@ def read_sweep(path: str | os.PathLike[str]) -> pd.DataFrame:
     if "decoding" not in frame.columns:
         frame["decoding"] = DEFAULT_DECODING
     frame["decoding"] = frame["decoding"].fillna(DEFAULT_DECODING).astype(str)
+    if "short_contexts" not in frame.columns:
+        frame["short_contexts"] = None
+    before = frame["short_contexts"].fillna("").astype(str) != SHORT_CONTEXTS
+    frame.loc[before, "decoding"] = frame.loc[before, "decoding"] + READ_ALONE
     frame["backbone"] = frame["backbone"].astype(str)
     frame["preset"] = frame["preset"].astype(str)
     frame["run"] = frame["run"].astype(str)
@@ -119,9 +128,19 @@ def preset_order(presets: Iterable[str]) -> list[str]:
 
 
 def decoding_order(decodings: Iterable[str]) -> list[str]:
-    """Masked first (the default), then the others by name, so reports of different sweeps line up."""
-    names = set(decodings)
-    return [d for d in (DEFAULT_DECODING,) if d in names] + sorted(names - {DEFAULT_DECODING})
+    """Masked first (the default), then the others by name, rows scored with short contexts read alone after the
+    current ones, so reports of different sweeps line up."""
+    def key(name: str) -> tuple[bool, bool, str]:
+        base = name.removesuffix(READ_ALONE)
+        return name != base, base != DEFAULT_DECODING, base
+
+    return sorted(set(decodings), key=key)
+
+
+def file_label(decoding: str) -> str:
+    """``decoding`` as a file-name part: ``"masked, short contexts read alone"`` ->
+    ``"masked-short-contexts-read-alone"``."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", decoding).strip("-")
 
 
 # ------------------------------------------------------------------------------------------------------ aggregation
@@ -583,7 +602,7 @@ def write_sweep_report(results_csv: str | os.PathLike[str], out_dir: str | os.Pa
               "Naive's; a cell is the mean over seeds, with the min-max range over seeds when there are several.", ""]
     for decoding in decodings:
         lines += scores_section(stats, decoding, presets)
-        png = plot_scaling(stats, decoding, out / f"{name}_scaling_{decoding}.png", colours)
+        png = plot_scaling(stats, decoding, out / f"{name}_scaling_{file_label(decoding)}.png", colours)
         written.append(png)
         lines += [f"![scaling, {decoding}]({png.name})", ""]
 
