@@ -6,6 +6,9 @@
 #   MINUTES=6 STEPS=10000 bash scripts/device/pretrain_many.sh runs.txt -- --preset 10M --batch-size 1024 ...
 #
 # runs.txt: one run per line, "NAME extra tsfm-train arguments" (arguments after -- are shared by every run).
+# Runs spread over chained calls: the same STEPS in every call (the schedule), EVAL=0 on all but the last call (no
+# benchmark, patterns or validation). VALIDATE_AGAINST="default ..." (last call): validation loss of those checkpoints
+# and every run on the same held-out windows, on this GPU (scripts/validation_loss.py, split common).
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
 # gzipped (scripts/device/pack_carry.sh data/device runs/NAME/model: more fits under the 64 MiB limit).
 set -uo pipefail
@@ -32,8 +35,14 @@ print(sys.argv[1], {k: p[k] for k in ("steps", "windows_seen", "train_seconds", 
       f"windows/s {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
 done
+if [ "${EVAL:-1}" = 1 ] && [ -n "${VALIDATE_AGAINST:-}" ]; then
+    models=(); for name in "${names[@]}"; do models+=("runs/$name/model"); done
+    # shellcheck disable=SC2086  # a list of checkpoints
+    timeout 400 python3 scripts/validation_loss.py $VALIDATE_AGAINST "${models[@]}" --real-data data/device/pretrain \
+        --validation-split common --breakdown --out "$OUT/pack/validation.json" 2>&1 | grep -v -i warn | tail -16
+fi
 # each model scored with both decodings, then on textbook patterns (tsfm/pipelines/patterns.py); models side by side
-for name in "${names[@]}"; do
+[ "${EVAL:-1}" = 1 ] && for name in "${names[@]}"; do
     (
         for decoding in autoregressive masked; do
             timeout "${EVAL_SECONDS:-120}" python3 scripts/eval_checkpoints.py "runs/$name/model" \
@@ -46,7 +55,7 @@ for name in "${names[@]}"; do
 done
 wait
 for name in "${names[@]}"; do
-    cat "eval_$name.log"
+    [ -f "eval_$name.log" ] && cat "eval_$name.log"
     grep -E "^\| (sine|two seasons) \| (96|288) " "$OUT/pack/patterns_$name/patterns.md" 2>/dev/null
     mkdir -p "$OUT/$name"
     cp runs/"$name"/model/*.safetensors "$OUT/$name/"
