@@ -7,9 +7,10 @@ averaged with minus level ``1 - q`` of ``-x``; measured, not shipped: see ``benc
 
 This script rebuilds the same validation windows (the hash split, ``VALIDATION_SEED``, the checkpoint's recorded
 settings), forecasts each window's future patches through ``Forecaster.forecast`` once for every option
-combination (also, if asked, from a shorter context or another decoding), and prints the pinball loss in each window's scaled units (the context's ``fit_scale``, the truth
-clipped at ``TARGET_CLAMP`` as in training), pooled over observed steps, with the breakdown over window groups of
-``validation_loss.py``. The rule: an option becomes a shipped model's default only if it lowers this loss.
+combination (also, if asked, from a shorter context or with another decoding), and prints the pinball loss in each
+window's scaled units (the context's ``fit_scale``, the truth clipped at ``TARGET_CLAMP`` as in training), pooled
+over observed steps, with the breakdown over window groups of ``validation_loss.py``. The rule: an option becomes
+a shipped model's default only if it lowers this loss.
 
     PYTHONPATH=. python3 scripts/validation_forecast.py tsfm/models/default --real-data data/device/pretrain \
         --validation-split common [--val-batches 2] [--device cuda] [--out FILE.json]
@@ -32,6 +33,7 @@ from tsfm.model import TARGET_CLAMP, clamp_if_nonnegative, has_no_negative_value
 from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
 from tsfm.pipelines.train import TrainConfig, validation_batches
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale
+
 
 def forecast(model, context: torch.Tensor, horizon: int, *, context_length: int, decoding: str,
              flip_invariant: bool, infer_nonnegative: bool) -> torch.Tensor:
