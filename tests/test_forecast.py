@@ -359,3 +359,31 @@ def test_default_model_on_m4_hourly():
     levels = out[[str(q) for q in DEFAULT_QUANTILE_LEVELS]].to_numpy()
     assert np.isfinite(levels).all() and (np.diff(levels, axis=1) >= 0).all()
     assert to_offset(pd.infer_freq(out["timestamp"].iloc[:48])) == to_offset("h")
+
+
+def test_infer_nonnegative_per_call_overrides_the_model_setting():
+    """``predict(..., infer_nonnegative=)``: None follows the model's config, False keeps negative quantiles of a
+    never-negative series, True clamps them; a model without the option still serves calls that leave it None."""
+    from tsfm.df_utils import ForecastInputTypeError
+    from tsfm.model import Forecaster
+
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="gdn", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
+                         context_length=64, train_horizon_patches=2, infer_nonnegative=True)
+    model = Forecaster(config).eval()
+    rng = np.random.default_rng(0)
+    series = [np.abs(rng.normal(0.0, 5.0, size=40)), rng.normal(0.0, 5.0, size=40)]  # never negative; mixed
+    kept, _ = predict(series, 16, model=model, infer_nonnegative=False)
+    assert (kept[0] < 0).any() and (kept[1] < 0).any(), "the test needs negative quantiles for both series"
+    for value in (None, True):
+        clamped, _ = predict(series, 16, model=model, infer_nonnegative=value)
+        np.testing.assert_array_equal(clamped[0], kept[0].clip(min=0))
+        np.testing.assert_array_equal(clamped[1], kept[1])  # a negative value in the context: left alone
+    frame = pd.DataFrame({"item_id": "a", "timestamp": pd.date_range("2024-01-01", periods=40, freq="D"),
+                          "target": series[0]})
+    by_df = predict_df(frame, 16, model=model, infer_nonnegative=False)
+    np.testing.assert_allclose(by_df["0.1"].to_numpy(), kept[0, :, 0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ForecastInputTypeError, match="infer_nonnegative must be True, False or None"):
+        predict(series, 16, model=model, infer_nonnegative="no")
+    fake = FakeForecaster()  # its forecast takes no such option: None must not pass one
+    assert predict(np.arange(30.0), 4, model=fake)[0].shape == (1, 4, len(DEFAULT_QUANTILE_LEVELS))

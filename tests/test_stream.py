@@ -255,3 +255,17 @@ def test_infer_nonnegative_clamps_by_the_kept_tail_as_predict_does(spec):
     plain.update(new)
     clamped.update(new)
     torch.testing.assert_close(clamped.forecast_model_quantiles(20), plain.forecast_model_quantiles(20).clamp(min=0))
+
+
+def test_stream_forecast_overrides_infer_nonnegative_per_call():
+    model = Forecaster(tiny("gdn").config.replace(infer_nonnegative=True)).eval()
+    model.load_state_dict(tiny("gdn").state_dict())
+    rng = np.random.default_rng(2)
+    stream = open_stream(model, [np.abs(rng.normal(0.0, 5.0, size=40))], max_drift=None)
+    kept = stream.forecast_model_quantiles(20, infer_nonnegative=False)
+    assert (kept < 0).any(), "the test needs negative quantiles"
+    torch.testing.assert_close(stream.forecast_model_quantiles(20), kept.clamp(min=0))
+    quantiles, _ = stream.forecast(20, (0.1, 0.5, 0.9), infer_nonnegative=False)
+    np.testing.assert_allclose(quantiles[0, :, 0], kept[0, 0].numpy(), rtol=1e-6)
+    with pytest.raises(StreamError, match="infer_nonnegative must be True, False or None"):
+        stream.forecast(20, infer_nonnegative=1)

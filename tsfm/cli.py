@@ -185,14 +185,11 @@ def _quantile_levels(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(message) from None
 
 
-def _load_model(name_or_path: str, device: str | None, **inference: Any) -> Any:
-    """Load a model (``inference``: ``load_model``'s settings), turning a bad name or path into a one-line error."""
+def _load_model(name_or_path: str, device: str | None) -> Any:
+    """Load a model, turning a bad name or path into a one-line error."""
     from tsfm import forecast
-    from tsfm.checkpoint import load_model
 
     try:
-        if inference:
-            return load_model(name_or_path, device=device or "cpu", **inference)
         return forecast.resolve_model(name_or_path, device)
     except (OSError, ValueError) as err:
         raise CommandError(f"cannot load model {name_or_path!r}: {err}") from None
@@ -269,7 +266,7 @@ def forecast_command(args: argparse.Namespace) -> int:
     _check_output_path(args.output, (".csv", ".parquet", ".pq"))
     _check_output_path(args.plot, (".png",))
     data = _read_table(args.data)
-    model = _load_model(args.model, args.device, **({"infer_nonnegative": False} if args.allow_negative else {}))
+    model = _load_model(args.model, args.device)
     levels = args.quantile_levels if args.quantile_levels is not None else DEFAULT_QUANTILE_LEVELS
     columns = {"id_column": args.id_column, "timestamp_column": args.timestamp_column, "target": args.target}
     forecast = predict_df(
@@ -280,6 +277,7 @@ def forecast_command(args: argparse.Namespace) -> int:
         freq=args.freq,
         batch_size=args.batch_size,
         context_length=args.context_length,
+        infer_nonnegative=False if args.allow_negative else None,
         **columns,
     )
     print(_summary_table(forecast, args.id_column))

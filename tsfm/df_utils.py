@@ -67,6 +67,13 @@ def check_positive_int(name: str, value: Any, *, allow_none: bool = False) -> in
     return _positive_int(name, value)
 
 
+def check_optional_bool(name: str, value: Any) -> bool | None:
+    """Check a switch such as ``infer_nonnegative``: ``True``, ``False`` or ``None`` (the model's setting)."""
+    if value is not None and not isinstance(value, bool):
+        raise ForecastInputTypeError(f"{name} must be True, False or None, got {value!r} ({type(value).__name__})")
+    return value
+
+
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ForecastInputTypeError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")

@@ -26,6 +26,7 @@ from tsfm.config import DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.df_utils import (
     ForecastInputError,
     ForecastInputTypeError,
+    check_optional_bool,
     check_positive_int,
     check_prediction_length,
     check_quantile_levels,
@@ -106,6 +107,7 @@ def predict(
     context_length: int | None = None,
     device: str | torch.device | None = None,
     show_progress: bool | None = None,
+    infer_nonnegative: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Forecast quantiles for one or many series given as arrays.
 
@@ -122,6 +124,9 @@ def predict(
         context_length: keep at most this many last steps of each series (default: ``model.config.context_length``).
         device: see ``resolve_model``.
         show_progress: tqdm progress bar over batches; ``None`` shows it only for several batches on a terminal.
+        infer_nonnegative: ``False`` keeps the negative forecasts of series whose context has no negative value,
+            ``True`` sets them to 0, ``None`` does what the model's ``config.infer_nonnegative`` says (on for the
+            shipped models).
 
     Returns:
         ``(quantiles, median)``: float32 arrays ``[N, H, len(quantile_levels)]`` and ``[N, H]``; the median is the
@@ -144,6 +149,7 @@ def predict(
         context_length=context_length,
         device=device,
         show_progress=show_progress,
+        infer_nonnegative=infer_nonnegative,
     )
 
 
@@ -162,6 +168,7 @@ def predict_df(
     device: str | torch.device | None = None,
     validate_inputs: bool = True,
     show_progress: bool | None = None,
+    infer_nonnegative: bool | None = None,
 ) -> pd.DataFrame:
     """Forecast every series of a long-format DataFrame.
 
@@ -176,7 +183,7 @@ def predict_df(
         freq: pandas frequency alias (``"h"``, ``"D"``, ``"W-SUN"``, ``"MS"``, ``"15min"``). ``None`` infers it
             per series and requires all series to agree and be regular. When given, every timestamp must lie on its
             grid, and timestamps missing inside a series are filled with NaN (regularised) before forecasting.
-        batch_size, context_length, device, show_progress: as in ``predict``.
+        batch_size, context_length, device, show_progress, infer_nonnegative: as in ``predict``.
         validate_inputs: ``False`` skips the per-series checks for speed; rows must then be sorted by time within
             each series and regular (see ``tsfm.df_utils.prepare_df``).
 
@@ -214,6 +221,7 @@ def predict_df(
         context_length=context_length,
         device=device,
         show_progress=show_progress,
+        infer_nonnegative=infer_nonnegative,
     )
     columns: dict[Hashable, Any] = {
         id_column: prepared.item_ids.repeat(prediction_length),
@@ -263,9 +271,11 @@ def _predict_series(
     context_length: int | None,
     device: str | torch.device | None,
     show_progress: bool | None,
+    infer_nonnegative: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Shared body of ``predict`` and ``predict_df``; ``labels`` name the series in error messages."""
     prediction_length = check_prediction_length(prediction_length)
+    infer_nonnegative = check_optional_bool("infer_nonnegative", infer_nonnegative)
     levels = check_quantile_levels(quantile_levels)
     batch_size = check_positive_int("batch_size", batch_size)
     context_length = check_positive_int("context_length", context_length, allow_none=True)
@@ -278,7 +288,8 @@ def _predict_series(
     ]
     _warn_if_past_trained_horizon(config, prediction_length)
 
-    raw = _forecast_in_batches(forecaster, series, prediction_length, batch_size, show_progress)  # [N, Qm, H]
+    raw = _forecast_in_batches(forecaster, series, prediction_length, batch_size, show_progress,
+                               infer_nonnegative)  # [N, Qm, H]
     raw = np.moveaxis(raw, 1, 2)  # [N, H, Qm]
     model_levels = tuple(float(q) for q in forecaster.quantile_levels)
     _warn_if_clamped(levels, model_levels)
@@ -371,12 +382,15 @@ def _forecast_in_batches(
     prediction_length: int,
     batch_size: int,
     show_progress: bool | None,
+    infer_nonnegative: bool | None = None,
 ) -> np.ndarray:
-    """Run the model over length buckets and batches; returns ``[N, Q_model, H]`` float32 in input order."""
+    """Run the model over length buckets and batches; returns ``[N, Q_model, H]`` float32 in input order.
+    ``infer_nonnegative`` reaches ``model.forecast`` only when set, so models without that option still serve."""
     import torch
     from tqdm.auto import tqdm
 
     patch_size = model.config.patch_size
+    options = {} if infer_nonnegative is None else {"infer_nonnegative": infer_nonnegative}
     batches = _plan_batches([len(s) for s in series], patch_size, batch_size)
     device = _model_device(model)
     out = np.empty((len(series), len(model.quantile_levels), prediction_length), dtype=np.float32)
@@ -390,7 +404,7 @@ def _forecast_in_batches(
             for index in tqdm(batches, desc="forecasting", unit="batch", disable=disable):
                 width = math.ceil(max(len(series[i]) for i in index) / patch_size) * patch_size
                 context = torch.from_numpy(_left_pad([series[i] for i in index], width)).to(device)
-                result = model.forecast(context, prediction_length)
+                result = model.forecast(context, prediction_length, **options)
                 out[index] = _check_output(result, len(index), out.shape[1], prediction_length)
     finally:
         if was_training:

@@ -157,10 +157,12 @@ class Stream:
 
     @torch.no_grad()
     def forecast(
-        self, prediction_length: int, quantile_levels: Sequence[float] | None = None
+        self, prediction_length: int, quantile_levels: Sequence[float] | None = None,
+        infer_nonnegative: bool | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(quantiles [B, H, len(levels)], median [B, H])`` like ``predict``; the carried state is untouched."""
-        raw = self.forecast_model_quantiles(prediction_length).cpu().numpy()  # [B, Qm, H]
+        """``(quantiles [B, H, len(levels)], median [B, H])`` like ``predict`` (``infer_nonnegative`` too); the
+        carried state is untouched."""
+        raw = self.forecast_model_quantiles(prediction_length, infer_nonnegative).cpu().numpy()  # [B, Qm, H]
         raw = np.moveaxis(raw, 1, 2)
         levels = DEFAULT_QUANTILE_LEVELS if quantile_levels is None else tuple(float(q) for q in quantile_levels)
         if not levels or any(not 0.0 < q < 1.0 for q in levels):
@@ -170,9 +172,15 @@ class Stream:
         return interpolate_quantiles(raw, model_levels, levels), median
 
     @torch.no_grad()
-    def forecast_model_quantiles(self, prediction_length: int) -> torch.Tensor:
-        """The model's own quantiles ``[B, Q, H]`` (what ``Forecaster.forecast`` returns), sorted along Q."""
+    def forecast_model_quantiles(self, prediction_length: int, infer_nonnegative: bool | None = None
+                                 ) -> torch.Tensor:
+        """The model's own quantiles ``[B, Q, H]`` (what ``Forecaster.forecast`` returns), sorted along Q;
+        ``infer_nonnegative`` overrides ``config.infer_nonnegative``, judged on the tail the stream keeps."""
         prediction_length = _positive_int("prediction_length", prediction_length)
+        if infer_nonnegative is not None and not isinstance(infer_nonnegative, bool):
+            raise StreamError(f"infer_nonnegative must be True, False or None, got {infer_nonnegative!r}")
+        if infer_nonnegative is None:
+            infer_nonnegative = self.config.infer_nonnegative
         batch = self.num_series
         out = torch.empty(batch, len(self.config.quantile_levels), prediction_length, device=self.model.device)
         from_state = [i for i in range(batch) if not self.recompute and self._buffered[i] == 0]
@@ -189,7 +197,7 @@ class Stream:
             scale = ScaleParams(self._loc[idx], self._scale[idx])
             out[idx] = self.model.forecast(context, prediction_length, self.decoding, scale=scale,
                                            infer_nonnegative=False)
-        if self.config.infer_nonnegative:  # predict's rule on the same window: the tail the stream keeps
+        if infer_nonnegative:  # predict's rule on the same window: the tail the stream keeps
             nonnegative = torch.stack([has_no_negative_value(tail) for tail in self._tails]).to(out.device)
             out = clamp_if_nonnegative(out, nonnegative)
         return out

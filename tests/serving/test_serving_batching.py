@@ -327,3 +327,25 @@ def test_a_large_request_is_not_starved_by_a_steady_stream_of_small_ones(
     gaps = [sum(rows for h, rows in model.calls[a + 1 : b]) for a, b in itertools.pairwise(at)]  # small units
     assert all(gap <= 3 * 4 + 4 for gap in gaps), gaps  # a bounded wait: 3 x 4 units, plus one call of slack
     assert all(gap >= 4 for gap in gaps), gaps  # and the small requests did go first
+
+
+def test_jobs_asking_for_and_against_the_nonnegative_clamp_share_a_batch_and_get_their_own(tiny_model) -> None:
+    """``infer_nonnegative`` per job: None follows the model, False keeps negative quantiles, True clamps; jobs of
+    all three in one batch each get what ``predict`` gives them alone."""
+    rng = np.random.default_rng(5)
+    series = [np.abs(rng.normal(0.0, 5.0, size=96)) for _ in range(3)]  # never negative, spread near 0
+    flags = (None, False, True)
+
+    async def main() -> tuple[list[Forecast], list[BatchStats]]:
+        batcher, stats = await started(tiny_model, window_s=0.2)
+        results = await asyncio.gather(*(batcher.submit(series, 24, (0.1, 0.5), flag) for flag in flags))
+        await batcher.close()
+        return results, stats
+
+    results, stats = run(main())
+    assert len(stats) == 1 and stats[0].requests == 3  # one batch, three groups inside it
+    for flag, result in zip(flags, results, strict=True):
+        quantiles, _ = predict(series, 24, model=tiny_model, quantile_levels=(0.1, 0.5), infer_nonnegative=flag)
+        np.testing.assert_array_equal(result.quantiles, quantiles)
+    assert (results[1].quantiles < 0).any(), "the tiny model must give negative quantiles for the test to mean much"
+    assert (results[2].quantiles >= 0).all()

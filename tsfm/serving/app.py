@@ -349,7 +349,7 @@ async def _answer(service: Service, batcher: MicroBatcher, body: bytes) -> Respo
     del body
     horizon, levels = prepared.prediction_length, prepared.levels
     notes = _warnings(service.served, horizon, levels, prepared.arrays)
-    result = await batcher.submit(prepared.arrays, horizon, levels)
+    result = await batcher.submit(prepared.arrays, horizon, levels, prepared.infer_nonnegative)
     values = result.median.size * (len(levels) + 1)
     content = await _off_loop(
         service, values * 8 > settings.inline_parse_bytes, parsing.render, service.spec, prepared.item_ids,
@@ -724,7 +724,8 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
                 raise _validation_error(("body", "prediction_length"), str(err), horizon) from None
             try:
                 quantiles, median = await asyncio.wait_for(
-                    _on_model(service, store.forecast, entry, horizon, levels), settings.request_timeout_s
+                    _on_model(service, store.forecast, entry, horizon, levels, prepared.infer_nonnegative),
+                    settings.request_timeout_s,
                 )
             except asyncio.TimeoutError:
                 raise HTTPException(

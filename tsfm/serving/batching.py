@@ -92,6 +92,7 @@ class _Job:
     series: list[np.ndarray]
     prediction_length: int
     quantile_levels: tuple[float, ...]
+    infer_nonnegative: bool | None
     future: asyncio.Future[Forecast]
     weight: int  # work units: series x forecast passes
     bulk: bool = False  # one of several calls of a large request
@@ -177,9 +178,11 @@ class MicroBatcher:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def submit(
-        self, series: Sequence[np.ndarray], prediction_length: int, quantile_levels: Sequence[float]
+        self, series: Sequence[np.ndarray], prediction_length: int, quantile_levels: Sequence[float],
+        infer_nonnegative: bool | None = None,
     ) -> Forecast:
-        """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it.
+        """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it;
+        ``infer_nonnegative`` as ``tsfm.predict`` takes it.
 
         Cancelling the caller (a timeout) drops the jobs that have not started and discards the result of the one
         that has. A request of more than ``max_batch_series`` work units is split into calls queued as bulk work.
@@ -207,7 +210,8 @@ class MicroBatcher:
         for first in range(0, len(series), size):
             future: asyncio.Future[Forecast] = loop.create_future()
             part = series[first : first + size]
-            queue.append(_Job(part, prediction_length, levels, future, weight=len(part) * passes, bulk=bulk))
+            queue.append(_Job(part, prediction_length, levels, infer_nonnegative, future,
+                              weight=len(part) * passes, bulk=bulk))
             self._wakeup.set()
             try:
                 parts.append(await future)
@@ -325,12 +329,13 @@ class MicroBatcher:
         return max(1, math.ceil(prediction_length / self.steps_per_pass))
 
     def _run(self, jobs: list[_Job]) -> list[Forecast | BaseException]:
-        """On the model thread: one ``predict`` per horizon; a failing group is retried job by job."""
+        """On the model thread: one ``predict`` per horizon and ``infer_nonnegative``; a failing group is retried
+        job by job."""
         results: dict[int, Forecast | BaseException] = {}
-        by_horizon: dict[int, list[int]] = collections.defaultdict(list)
+        groups: dict[tuple[int, bool | None], list[int]] = collections.defaultdict(list)
         for i, job in enumerate(jobs):
-            by_horizon[job.prediction_length].append(i)
-        for horizon, members in by_horizon.items():
+            groups[job.prediction_length, job.infer_nonnegative].append(i)
+        for (horizon, _), members in groups.items():
             group = [jobs[i] for i in members]
             try:
                 for i, forecast in zip(members, self._predict_group(group, horizon), strict=True):
@@ -360,6 +365,7 @@ class MicroBatcher:
                 quantile_levels=levels,
                 batch_size=self.max_batch_series,
                 show_progress=False,
+                infer_nonnegative=jobs[0].infer_nonnegative,  # one value per group (_run)
             )
         out: list[Forecast] = []
         start = 0

@@ -86,6 +86,7 @@ class Prepared:
     prediction_length: int
     levels: tuple[float, ...]
     model: str | None
+    infer_nonnegative: bool | None = None
 
 
 def prepare(spec: RequestSpec, body: bytes) -> Prepared:
@@ -117,6 +118,7 @@ def prepare(spec: RequestSpec, body: bytes) -> Prepared:
         prediction_length=horizon,
         levels=tuple(params.quantile_levels),
         model=params.model,
+        infer_nonnegative=params.infer_nonnegative,
     )
 
 
@@ -188,6 +190,7 @@ class PreparedUpdate:
 class PreparedStreamForecast:
     prediction_length: int
     levels: tuple[float, ...]
+    infer_nonnegative: bool | None = None
 
 
 def _validate(request_class: Any, body: bytes) -> Any:
@@ -236,7 +239,7 @@ def prepare_stream_update(spec: RequestSpec, body: bytes) -> PreparedUpdate:
 def prepare_stream_forecast(spec: RequestSpec, body: bytes) -> PreparedStreamForecast:
     """``POST /v1/streams/{id}/forecast``: the horizon and levels (the answer's size is checked with the stream)."""
     request = _validate(spec.stream_schemas().forecast, body)
-    return PreparedStreamForecast(request.prediction_length, tuple(request.quantile_levels))
+    return PreparedStreamForecast(request.prediction_length, tuple(request.quantile_levels), request.infer_nonnegative)
 
 
 def warm_up() -> None:

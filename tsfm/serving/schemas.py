@@ -30,6 +30,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     StrictStr,
     WithJsonSchema,
@@ -203,6 +204,15 @@ class SeriesInputBase(BaseModel):
         return freq
 
 
+INFER_NONNEGATIVE = (
+    "true: a series whose values are never negative gets no negative forecast (quantiles below 0 set to 0); false: "
+    "forecasts are left as the model gives them; null (default): the model's own setting (on for the shipped models, "
+    "/v1/models)"
+)
+"""The ``infer_nonnegative`` field's description (``tsfm.predict``'s option of the same name), shared by both
+forecast routes."""
+
+
 class ParametersBase(BaseModel):
     """How to forecast: the horizon, the quantile levels and the model."""
 
@@ -213,6 +223,7 @@ class ParametersBase(BaseModel):
         description="quantile levels to return, each strictly inside (0, 1), none repeated; levels the model does "
         "not predict are interpolated, and ones outside its range take its outermost quantile",
     )
+    infer_nonnegative: StrictBool | None = Field(None, description=INFER_NONNEGATIVE)
 
     @field_validator("quantile_levels", mode="after")
     @classmethod
@@ -473,6 +484,8 @@ class StreamForecastRequestBase(BaseModel):
     """``POST /v1/streams/{stream_id}/forecast`` body: the horizon and quantile levels, as ``/v1/forecast`` takes."""
 
     model_config = ConfigDict(extra="forbid")
+
+    infer_nonnegative: StrictBool | None = Field(None, description=INFER_NONNEGATIVE)
 
 
 class StreamOpened(BaseModel):
