@@ -21,17 +21,20 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from validation_loss import BAND_MEAN, CONTEXT_BANDS, window_groups  # a sibling script (scripts/)
+from validation_loss import (  # a sibling script (scripts/)
+    BAND_MEAN,
+    CONTEXT_BANDS,
+    add_validation_arguments,
+    rebuild_validation,
+    window_groups,
+)
 
-from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
+from tsfm.checkpoint import load_model
 from tsfm.heads import pinball_per_step
 from tsfm.model import TARGET_CLAMP, clamp_if_nonnegative, has_no_negative_value
-from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
-from tsfm.pipelines.train import TrainConfig, validation_batches
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale
 
 
@@ -49,34 +52,18 @@ def forecast(model, context: torch.Tensor, horizon: int, *, context_length: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="a checkpoint folder or a built-in name")
-    parser.add_argument("--real-data", type=Path, required=True, help="the corpus the model was trained on")
-    parser.add_argument("--validation-share", type=float, default=0.05)
-    parser.add_argument("--validation-split", choices=VALIDATION_SPLITS, default="series")
-    parser.add_argument("--val-batches", type=int, default=None, help="default: the checkpoint's setting")
+    add_validation_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=256, help="windows per forecast call")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--context-lengths", default=None,
                         help="comma-separated: also forecast from only the last N steps of each window (default: "
                              "the model's context length alone)")
     parser.add_argument("--decodings", default=None, help="comma-separated (default: the model's decoding alone)")
     parser.add_argument("--no-flip", action="store_true", help="leave out the sign-flip average (half the time)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
     args = parser.parse_args()
 
-    model_config, training = read_checkpoint_config(resolve_model_path(args.model))
-    recorded = dict(training.get("train_config") or {})
-    if not recorded:
-        parser.error(f"{args.model} records no training settings; its validation set cannot be rebuilt")
-    if args.val_batches is not None:
-        recorded["val_batches"] = args.val_batches
-    train_config = TrainConfig(**{k: v for k, v in recorded.items() if k in TrainConfig.__dataclass_fields__})
-    _, validation = load_corpus(args.real_data, validation_share=args.validation_share,
-                                validation_split=args.validation_split)
-    batches = validation_batches(model_config, train_config, validation, args.device)
+    model_config, _, batches = rebuild_validation(args.model, args)
     contexts = torch.cat([b.context for b in batches]).float()
     targets = torch.cat([b.target for b in batches]).float()
-    print(f"{len(validation)} held-out series, {contexts.shape[0]} windows, context {contexts.shape[1]}, "
-          f"horizon {targets.shape[1]}")
     model = load_model(args.model, device=args.device)
     choices = {
         "context_length": [int(n) for n in args.context_lengths.split(",")] if args.context_lengths

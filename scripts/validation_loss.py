@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path
+from tsfm.config import ModelConfig
 from tsfm.heads import pinball_per_step
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch
@@ -43,9 +44,8 @@ def _window_fields(config: dict) -> dict:
     return {k: config.get(k) for k in WINDOW_FIELDS}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="+", help="checkpoint folders or built-in names")
+def add_validation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which held-out windows to rebuild (shared with ``validation_forecast.py``)."""
     parser.add_argument("--real-data", type=Path, required=True, help="the corpus the runs were trained on")
     parser.add_argument("--validation-share", type=float, default=0.05, help="as given to tsfm train (0.05)")
     parser.add_argument("--validation-split", choices=VALIDATION_SPLITS, default="series",
@@ -54,14 +54,16 @@ def main() -> None:
     parser.add_argument("--val-batches", type=int, default=None, help="default: the first checkpoint's setting")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="also the context and future tokens' losses over groups of windows")
-    args = parser.parse_args()
 
-    model_config, training = read_checkpoint_config(resolve_model_path(args.models[0]))
+
+def rebuild_validation(checkpoint: str, args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, list[Batch]]:
+    """The validation windows of ``checkpoint``'s training, as ``tsfm train`` drew them (its recorded settings, the
+    hash split, ``VALIDATION_SEED``), with the options of :func:`add_validation_arguments`; ``SystemExit`` with a
+    message when the checkpoint records no training settings."""
+    model_config, training = read_checkpoint_config(resolve_model_path(checkpoint))
     recorded = dict(training.get("train_config") or {})
     if not recorded:
-        parser.error(f"{args.models[0]} records no training settings; its validation set cannot be rebuilt")
+        raise SystemExit(f"{checkpoint} records no training settings; its validation set cannot be rebuilt")
     if args.val_batches is not None:
         recorded["val_batches"] = args.val_batches
     train_config = TrainConfig(**{k: v for k, v in recorded.items() if k in TrainConfig.__dataclass_fields__})
@@ -69,7 +71,20 @@ def main() -> None:
                                 validation_split=args.validation_split)
     batches = validation_batches(model_config, train_config, validation, args.device)
     windows = sum(b.context.shape[0] for b in batches)
-    print(f"{len(validation)} held-out series, {windows} windows, context {train_config.context_length}")
+    print(f"{len(validation)} held-out series, {windows} windows, context {train_config.context_length}, "
+          f"horizon {batches[0].target.shape[1]}")
+    return model_config, train_config, batches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", help="checkpoint folders or built-in names")
+    add_validation_arguments(parser)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also the context and future tokens' losses over groups of windows")
+    args = parser.parse_args()
+    model_config, _, batches = rebuild_validation(args.models[0], args)
+    windows = sum(b.context.shape[0] for b in batches)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if str(args.device).startswith("cuda") \
         else contextlib.nullcontext()
     rows = []
