@@ -146,3 +146,29 @@ def test_swagger_ui_renders_the_api_without_network(browser: Any, live_server: C
     paths = {e.get_attribute("data-path") for e in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")}
     assert {"/v1/forecast", "/v1/models", "/health", "/ready", "/metrics"} <= paths
     assert not browser.find_elements(By.CSS_SELECTOR, ".errors-wrapper"), "Swagger UI reported schema errors"
+
+
+def test_allow_negative_box_asks_the_service_to_keep_negative_forecasts(browser: Any,
+                                                                         live_server: Callable[..., str]) -> None:
+    """Unticked, the request leaves ``infer_nonnegative`` to the model; ticked, it sends ``false``."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = live_server()
+    browser.get(base + "/")
+    browser.execute_script(  # record every request body the page sends
+        "window.sent = []; const original = window.fetch;"
+        "window.fetch = (url, init) => { if (init && init.body) window.sent.push(JSON.parse(init.body));"
+        " return original(url, init); };")
+    rows = ["item_id,timestamp,target"] + [f"a,2024-01-{d:02d},{abs(math.sin(d)):.3f}" for d in range(1, 29)]
+    browser.execute_script("document.getElementById('csv-text').value = arguments[0];", "\n".join(rows))
+    sent = []
+    for tick in (False, True):
+        if tick:
+            browser.find_element(By.ID, "allow-negative").click()
+        browser.find_element(By.ID, "submit").click()
+        WebDriverWait(browser, WAIT_S).until(lambda d, n=len(sent) + 1: d.execute_script(
+            "return window.sent.length") >= n and d.find_element(By.ID, "status").text.startswith("Done"))
+        sent = browser.execute_script("return window.sent")
+    assert "infer_nonnegative" not in sent[0]["parameters"]
+    assert sent[1]["parameters"]["infer_nonnegative"] is False

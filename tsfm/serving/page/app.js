@@ -154,7 +154,9 @@
       if (s.start && s.freq) { input.start = s.start; input.freq = s.freq; }
       return input;
     });
-    const body = { inputs, parameters: { prediction_length: horizon, quantile_levels: LEVELS } };
+    const parameters = { prediction_length: horizon, quantile_levels: LEVELS };
+    if ($("allow-negative").checked) parameters.infer_nonnegative = false;  // otherwise the model's own setting
+    const body = { inputs, parameters };
     const headers = { "Content-Type": "application/json" };
     const key = $("api-key").value.trim();
     if (key) headers.Authorization = `Bearer ${key}`;
