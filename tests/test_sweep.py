@@ -186,9 +186,17 @@ def test_appended_rows_leave_the_committed_rows_byte_for_byte(tmp_path):
     path.write_text(committed)
     append_rows(path, [{"MASE": 0.5, "run": "b"}])  # columns in another order: placed under the header's
     assert path.read_text() == committed + "b,0.5\n"
-    append_rows(path, [{"run": "c", "MASE": 0.25, "CRPS": 0.2}])  # a new column: one rewrite, every row kept
+    append_rows(path, [{"run": "c", "MASE": 0.25, "CRPS": 0.2}])  # a new column: at the end, earlier rows padded
+    assert path.read_text() == "run,MASE,CRPS\na,0.1234567890123456789,\nb,0.5,\nc,0.25,0.2\n"
     frame = pd.read_csv(path)
     assert frame["run"].tolist() == ["a", "b", "c"] and frame["CRPS"].isna().tolist() == [True, True, False]
+    append_rows(path, [{"run": "d,e", "short_contexts": "after missing patches"}])  # quoted as pandas quotes
+    assert path.read_text().splitlines()[-1] == '"d,e",,,after missing patches'
+    assert path.read_text().splitlines()[1] == "a,0.1234567890123456789,,"
     fresh = tmp_path / "new.csv"
     append_rows(fresh, [{"run": "a", "MASE": 1.0}])
     assert fresh.read_text() == "run,MASE\na,1.0\n"
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    append_rows(empty, [{"run": "a", "MASE": 1.0}])
+    assert empty.read_text() == "run,MASE\na,1.0\n"

@@ -162,13 +162,16 @@ def test_allow_negative_box_asks_the_service_to_keep_negative_forecasts(browser:
         " return original(url, init); };")
     rows = ["item_id,timestamp,target"] + [f"a,2024-01-{d:02d},{abs(math.sin(d)):.3f}" for d in range(1, 29)]
     browser.execute_script("document.getElementById('csv-text').value = arguments[0];", "\n".join(rows))
-    sent = []
-    for tick in (False, True):
+    for count, tick in enumerate((False, True), start=1):
         if tick:
             browser.find_element(By.ID, "allow-negative").click()
         browser.find_element(By.ID, "submit").click()
-        WebDriverWait(browser, WAIT_S).until(lambda d, n=len(sent) + 1: d.execute_script(
-            "return window.sent.length") >= n and d.find_element(By.ID, "status").text.startswith("Done"))
-        sent = browser.execute_script("return window.sent")
+
+        def answered(driver: Any, count: int = count) -> bool:
+            return driver.execute_script("return window.sent.length") >= count and \
+                driver.find_element(By.ID, "status").text.startswith("Done")
+
+        WebDriverWait(browser, WAIT_S).until(answered)
+    sent = browser.execute_script("return window.sent")
     assert "infer_nonnegative" not in sent[0]["parameters"]
     assert sent[1]["parameters"]["infer_nonnegative"] is False

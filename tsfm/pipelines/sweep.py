@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
@@ -274,23 +275,31 @@ def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     """Append ``rows`` to the CSV at ``path`` (atomically, through a temporary file).
 
     The rows already there stay byte for byte: a rewrite through pandas would print their floats as the writing
-    machine's pandas does (the device's differs in the last digit), a diff of every committed row. Only rows that
-    bring a column the header lacks make the file be rewritten whole, with the new column.
+    machine's pandas does (the device's differs in the last digit), a diff of every committed row. Rows that bring
+    a column the header lacks extend the header at its end, and every earlier row by as many empty fields.
     """
     import pandas as pd
 
     frame = pd.DataFrame(rows)
     tmp = path.with_suffix(".tmp")
-    if path.is_file():
-        text = path.read_text()
-        header = next(csv.reader([text.partition("\n")[0]]))
-        if set(frame.columns) <= set(header):
-            tmp.write_text(text + ("" if text.endswith("\n") else "\n")
-                           + frame.reindex(columns=header).to_csv(index=False, header=False, lineterminator="\n"))
-            tmp.replace(path)
-            return
-        frame = pd.concat([pd.read_csv(path), frame], ignore_index=True)
-    frame.to_csv(tmp, index=False, lineterminator="\n")
+    if not path.is_file() or not path.read_text().strip():
+        frame.to_csv(tmp, index=False, lineterminator="\n")
+        tmp.replace(path)
+        return
+    text = path.read_text()
+    lines = text.splitlines()
+    header = next(csv.reader([lines[0]]))
+    added = [c for c in frame.columns if c not in header]
+    if added:
+        if sum(1 for _ in csv.reader(lines)) != len(lines):
+            raise ValueError(f"{path}: a field spans lines, so the rows cannot be extended in place")
+        extension = "," * len(added)
+        names = io.StringIO()
+        csv.writer(names, lineterminator="").writerow(added)
+        text = "\n".join([f"{lines[0]},{names.getvalue()}", *(line + extension for line in lines[1:])])
+        header += added
+    tmp.write_text(text + ("" if text.endswith("\n") else "\n")
+                   + frame.reindex(columns=header).to_csv(index=False, header=False, lineterminator="\n"))
     tmp.replace(path)
 
 
