@@ -283,3 +283,10 @@ def test_infer_nonnegative_leaves_an_all_missing_context_alone():
 def test_infer_nonnegative_must_be_a_bool():
     with pytest.raises(ValueError, match="infer_nonnegative must be true or false"):
         ModelConfig(infer_nonnegative="yes")
+
+
+def test_same_network_ignores_only_the_inference_settings():
+    base = ModelConfig()
+    assert base.same_network(base.replace(decoding="autoregressive", infer_nonnegative=True))
+    assert not base.same_network(base.replace(d_model=256))
+    assert not base.same_network(base.replace(horizon_embedding=True))

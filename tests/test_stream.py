@@ -1,5 +1,6 @@
 """Streams equal the full forward on the concatenated series with the same (fixed) scale, for every backbone."""
 
+import json
 import math
 import subprocess
 import sys
@@ -216,6 +217,28 @@ def test_snapshot_refuses_another_model(tmp_path):
     stream = open_stream(tiny("gdn"), np.ones(16))
     with pytest.raises(StreamError, match="different model config"):
         Stream.from_state_dict(tiny("mamba2"), stream.state_dict())
+    snapshot = stream.state_dict()
+    meta = json.loads(bytes(snapshot["meta"].tolist()).decode())
+    meta["model_config"]["no_such_field"] = 1
+    snapshot["meta"] = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
+    with pytest.raises(StreamError, match="unreadable model config"):
+        Stream.from_state_dict(tiny("gdn"), snapshot)
+
+
+def test_snapshot_survives_new_config_fields_and_other_inference_settings():
+    """A snapshot written before a ModelConfig field existed (here ``infer_nonnegative``) still loads, and so does
+    one read by the same network with other inference settings: neither changes the carried state."""
+    model = tiny("gdn")
+    stream = open_stream(model, [np.abs(np.random.default_rng(3).normal(0, 5, size=40))], max_drift=None)
+    snapshot = stream.state_dict()
+    meta = json.loads(bytes(snapshot["meta"].tolist()).decode())
+    del meta["model_config"]["infer_nonnegative"]
+    snapshot["meta"] = torch.tensor(list(json.dumps(meta).encode()), dtype=torch.uint8)
+    clamping = Forecaster(model.config.replace(infer_nonnegative=True, decoding="autoregressive")).eval()
+    clamping.load_state_dict(model.state_dict())
+    restored = Stream.from_state_dict(clamping, snapshot)
+    assert restored.decoding == stream.decoding  # the stream's own decoding travels with it
+    torch.testing.assert_close(restored.forecast_model_quantiles(20), stream.forecast_model_quantiles(20).clamp(min=0))
 
 
 def test_default_model_stream_matches_full_forward():

@@ -213,8 +213,12 @@ def test_a_run_saved_before_a_setting_existed_resumes_with_its_default(tmp_path)
     checkpoint = torch.load(last, map_location="cpu", weights_only=False)
     for name in ("full_context_prob", "prior_mix"):  # as a run started before these settings were added
         del checkpoint["tsfm"]["train_config"][name]
+    del checkpoint["tsfm"]["model_config"]["infer_nonnegative"]  # a model field added since, too
     torch.save(checkpoint, last)
-    train(tiny_model(), tiny_run(steps=4), out, **common)  # resumes: the missing settings read as their defaults
+    with pytest.raises(TrainingError, match="another model config"):
+        train(dataclasses.replace(tiny_model(), d_model=48, n_heads=2), tiny_run(steps=4), out, **common)
+    # resumes: the missing settings read as their defaults, and an inference setting may differ (training ignores it)
+    train(dataclasses.replace(tiny_model(), decoding="autoregressive"), tiny_run(steps=4), out, **common)
     with pytest.raises(TrainingError, match="full_context_prob"):
         train(tiny_model(), tiny_run(steps=4, full_context_prob=0.9), out, **common)
 

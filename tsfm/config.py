@@ -18,6 +18,11 @@ DEFAULT_QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
 DECODINGS = ("masked", "autoregressive")
 """How a Forecaster turns one context into a multi-patch forecast (``ModelConfig.decoding``)."""
 
+INFERENCE_FIELDS = ("decoding", "infer_nonnegative")
+"""``ModelConfig`` fields that only say how forecasts are made: the weights, a training run and a stream's state do
+not depend on them, so they may differ between a checkpoint and the model that reads it
+(:meth:`ModelConfig.same_network`)."""
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -109,6 +114,10 @@ class ModelConfig:
 
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
+
+    def same_network(self, other: ModelConfig) -> bool:
+        """Whether ``other`` describes the same network (weights, state): equal but for :data:`INFERENCE_FIELDS`."""
+        return self.replace(**{name: getattr(other, name) for name in INFERENCE_FIELDS}) == other
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -237,7 +237,11 @@ class Stream:
         meta = json.loads(bytes(tensors["meta"].tolist()).decode())
         if meta.get("format_version") != FORMAT_VERSION:
             raise StreamError(f"stream snapshot format_version {meta.get('format_version')} != {FORMAT_VERSION}")
-        if meta["model_config"] != model.config.to_dict():
+        try:  # fields added to ModelConfig since the snapshot read as their defaults
+            saved = ModelConfig.from_dict(meta["model_config"])
+        except (TypeError, ValueError) as err:
+            raise StreamError(f"stream snapshot holds an unreadable model config: {err}") from None
+        if not saved.same_network(model.config):  # inference settings (decoding, clamp) may differ
             raise StreamError("stream snapshot was made with a different model config than the model given")
         self = cls.__new__(cls)
         self.model, self.config = model, model.config

@@ -342,7 +342,12 @@ def _check_resume(checkpoint_path: Path, model_config: ModelConfig, train_config
     """Refuse to resume a run whose model or data settings differ (only the time budget and device count may
     change)."""
     saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False).get("tsfm", {})
-    if saved.get("model_config") != model_config.to_dict():
+    try:  # fields added to ModelConfig since read as their defaults; inference settings do not touch training
+        same = ModelConfig.from_dict(saved.get("model_config") or {}).same_network(model_config) \
+            and "model_config" in saved
+    except (TypeError, ValueError):
+        same = False
+    if not same:
         raise TrainingError(f"{checkpoint_path} was trained with another model config; use a new --out")
     ours = dataclasses.asdict(train_config)
     theirs = {**dataclasses.asdict(TrainConfig()), **saved.get("train_config", {})}  # fields added since: default
