@@ -501,7 +501,7 @@ def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelCon
     config, training = read_checkpoint_config(resolve_model_path(init_from))
     grown = [k for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(config, k)]
     deeper = max(model_config.n_layers, config.n_layers)
-    if config.replace(**dict.fromkeys(grown, True), n_layers=deeper).to_dict() != model_config.to_dict():
+    if not config.replace(**dict.fromkeys(grown, True), n_layers=deeper).same_network(model_config):
         changed = sorted(k for k, v in config.to_dict().items() if model_config.to_dict().get(k) != v)
         raise TrainingError(f"init_from {init_from} holds another model ({', '.join(changed)} differ); "
                             "its weights cannot start this run (a run may add blocks, never remove them)")
