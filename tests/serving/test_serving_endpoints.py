@@ -100,6 +100,7 @@ def test_models_lists_the_model_and_limits(client: TestClient) -> None:
     assert model["name"] == "tiny" and model["default"] and model["ready"]
     assert model["backbone"] == "xlstm[1:1]" and model["context_length"] == 512 and model["trained_horizon"] == 128
     assert model["parameters"] > 0 and model["quantile_levels"][4] == 0.5
+    assert model["decoding"] == "masked" and model["infer_nonnegative"] is False  # the tiny model's config
     assert answer["limits"]["max_series_per_request"] == 1000 and answer["limits"]["max_body_bytes"] > 0
 
 

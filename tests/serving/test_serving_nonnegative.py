@@ -43,6 +43,7 @@ def quantiles_of(answer: dict[str, Any]) -> np.ndarray:
 
 
 def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, clamping_model_path: Path) -> None:
+    assert client.get("/v1/models").json()["models"][0]["infer_nonnegative"] is True  # what null means here
     targets = never_negative(3, 120, seed=0)
     answers = {}
     for flag in (None, False, True):

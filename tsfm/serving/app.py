@@ -796,6 +796,8 @@ def _add_info_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
             patch_size=config.patch_size,
             trained_horizon=served.trained_horizon,
             quantile_levels=list(config.quantile_levels),
+            decoding=config.decoding,
+            infer_nonnegative=config.infer_nonnegative,
         )
         return ModelsResponse(models=[info], limits=service.settings.public_limits())
 

@@ -283,6 +283,9 @@ class ModelInfo(BaseModel):
     patch_size: int
     trained_horizon: int = Field(description="steps forecast in training; longer horizons are extrapolated")
     quantile_levels: list[float] = Field(description="levels the model predicts; others are interpolated")
+    decoding: str = Field(description="how forecasts past the first patch are made (masked or autoregressive)")
+    infer_nonnegative: bool = Field(description="what a request's infer_nonnegative=null means: whether series "
+                                    "that were never negative get no negative forecast")
 
 
 class ModelsResponse(BaseModel):
