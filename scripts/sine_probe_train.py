@@ -4,7 +4,8 @@ Trains a 1M model (context 512, 8 horizon patches, 800 steps of 64 windows) on n
 only, then prints the MAE per horizon patch on sines of period 24, 96 and 200 for masked and autoregressive
 decoding. One seed, about 10 minutes on one CPU thread: a quick comparison of mixers, not a result on its own.
 
-    OMP_NUM_THREADS=1 python scripts/sine_probe_train.py 800 'xlstm[3:1]' 0   # steps, backbone, horizon embedding
+    OMP_NUM_THREADS=1 python scripts/sine_probe_train.py 800 'xlstm[3:1]' 0 [SEED]  # steps, backbone, horizon
+                                                                                       # embedding, seed (0)
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ def sines(n: int, length: int, g: torch.Generator) -> torch.Tensor:
 def main() -> None:
     torch.set_num_threads(1)
     steps, spec, horizon_embedding = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     model_config = preset_config(spec, "1M", context_length=512, train_horizon_patches=8,
                                  horizon_embedding=horizon_embedding)
     train_config = TrainConfig(steps=steps, batch_size=64, context_length=512, synthetic_share=1.0, pool_size=1024,
-                               warmup_steps=30, val_every=10**6, checkpoint_every=10**6, learning_rate=1e-3)
-    out = train(model_config, train_config, f"runs/sine_probe/{spec}_{steps}_{int(horizon_embedding)}", prior=sines,
+                               warmup_steps=30, val_every=10**6, checkpoint_every=10**6, learning_rate=1e-3, seed=seed)
+    run = f"runs/sine_probe/{spec}_{steps}_{int(horizon_embedding)}" + (f"_s{seed}" if seed else "")
+    out = train(model_config, train_config, run, prior=sines,
                 progress=False, accelerator="cpu")
     model = resolve_model(str(out))
     rng = np.random.default_rng(0)
