@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile -c requirements/constraints.txt
 STAMP := $(VENV)/.tsfm-installed
 
-.PHONY: setup browser forecast forecast-etth1 test lint bench-cpu train-default train-default-cpu
+.PHONY: setup browser forecast forecast-etth1 test lint bench-cpu train-default train-default-cpu train-small
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/no-deps.txt
 	python3 -m venv $(VENV)
@@ -70,6 +70,18 @@ train-default: $(STAMP)
 	$(TRAIN_DEFAULT) --init-from runs/cont6/model --seed 7 --steps 1800 --max-minutes 6.5 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont7
 	$(VENV)/bin/python scripts/ship_default.py runs/cont7/model tsfm/models/default --decoding masked
+
+# The shipped small model (CPU only, 21 minutes on 2 threads): the earlier 1M CPU run of train-default-cpu's recipe,
+# as shipped until the fifteenth session (taken from git), continued for 12,000 steps (recorded as --init-from small).
+train-small: $(STAMP)
+	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
+	mkdir -p runs/small-prev
+	git show a100a82:tsfm/models/small/config.json > runs/small-prev/config.json
+	git show a100a82:tsfm/models/small/model.safetensors > runs/small-prev/model.safetensors
+	OMP_NUM_THREADS=2 $(VENV)/bin/tsfm train --init-from runs/small-prev --steps 12000 --batch-size 64 \
+		--learning-rate 1e-3 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
+		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 1 --max-minutes 27 --out runs/small2
+	cp runs/small2/model/config.json runs/small2/model/model.safetensors tsfm/models/small/
 
 train-default-cpu: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
