@@ -351,9 +351,19 @@ def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str) -> dict
 
 def xlstm_ratio(backbone: str) -> tuple[int, int, bool] | None:
     """``(a, b, conv)`` of ``xlstm[a:b]`` or ``xlstm[a:b,conv]`` (mLSTM to sLSTM blocks, and whether the mLSTM
-    blocks have the short causal convolution); None for any other backbone."""
-    match = re.fullmatch(r"xlstm\[(\d+):(\d+)(,conv)?\]", backbone)
-    return (int(match[1]), int(match[2]), bool(match[3])) if match else None
+    blocks have the short causal convolution), read by the backbone's own parser; None for any other backbone
+    (bare ``xlstm`` included: the report names the ratio)."""
+    from tsfm.backbones.registry import parse_backbone_spec
+    from tsfm.backbones.xlstm import parse_options
+
+    try:
+        name, options = parse_backbone_spec(backbone)
+        if name != "xlstm" or options is None:
+            return None
+        (n_mlstm, n_slstm), flags = parse_options(options)
+    except ValueError:
+        return None
+    return n_mlstm, n_slstm, "conv" in flags
 
 
 def mix_points(stats: pd.DataFrame, decoding: str) -> list[dict[str, str]]:

@@ -342,9 +342,9 @@ def _check_resume(checkpoint_path: Path, model_config: ModelConfig, train_config
     """Refuse to resume a run whose model or data settings differ (only the time budget and device count may
     change)."""
     saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False).get("tsfm", {})
+    saved_config = saved.get("model_config")
     try:  # fields added to ModelConfig since read as their defaults; inference settings do not touch training
-        same = ModelConfig.from_dict(saved.get("model_config") or {}).same_network(model_config) \
-            and "model_config" in saved
+        same = saved_config is not None and ModelConfig.from_dict(saved_config).same_network(model_config)
     except (TypeError, ValueError):
         same = False
     if not same:
