@@ -7,7 +7,8 @@ averaged with minus level ``1 - q`` of ``-x``; measured, not shipped: see ``benc
 
 This script rebuilds the same validation windows (the hash split, ``VALIDATION_SEED``, the checkpoint's recorded
 settings), forecasts each window's future patches through ``Forecaster.forecast`` once for every option
-combination (also, if asked, from a shorter context or with another decoding), and prints the pinball loss in each
+combination (also, if asked, from a shorter context or with another decoding, and with ``--pairs`` the
+level-by-level average of every two of them: an ensemble), and prints the pinball loss in each
 window's scaled units (the context's ``fit_scale``, the truth clipped at ``TARGET_CLAMP`` as in training), pooled
 over observed steps, with the breakdown over window groups of ``validation_loss.py``. The rule: an option becomes
 a shipped model's default only if it lowers this loss.
@@ -39,14 +40,28 @@ from tsfm.scaling import ScaleParams, apply_scale, fit_scale
 
 
 def forecast(model, context: torch.Tensor, horizon: int, *, context_length: int, decoding: str,
-             flip_invariant: bool, infer_nonnegative: bool) -> torch.Tensor:
-    """``[B, Q, H]`` quantiles under the options: the context's last ``context_length`` steps, ``decoding``, the
-    sign-flip average (the levels must be symmetric about 0.5) and the non-negative clamp."""
+             flip_invariant: bool) -> torch.Tensor:
+    """``[B, Q, H]`` quantiles under the options, before the clamp: the context's last ``context_length`` steps,
+    ``decoding`` and the sign-flip average (the levels must be symmetric about 0.5)."""
     context = context[:, -context_length:]
     out = model.forecast(context, horizon, decoding, infer_nonnegative=False)
     if flip_invariant:
         out = 0.5 * (out - model.forecast(-context, horizon, decoding, infer_nonnegative=False).flip(1))
-    return clamp_if_nonnegative(out, has_no_negative_value(context.to(out.device))) if infer_nonnegative else out
+    return out
+
+
+def score(quantiles: torch.Tensor, targets: torch.Tensor, params: ScaleParams, levels, groups) -> dict[str, float]:
+    """Pinball loss of ``[N, Q, H]`` quantiles per window group, in the context's scaled units with the truth clipped
+    at ``TARGET_CLAMP`` as training does (a near-constant context would otherwise dominate the mean)."""
+    truth = apply_scale(targets, params).clamp(-TARGET_CLAMP, TARGET_CLAMP)
+    predicted = (quantiles - params.loc[:, :, None]) / params.scale[:, :, None]
+    loss, weight = pinball_per_step(predicted, truth, levels)
+    per_window = torch.stack([loss.sum(1), weight.sum(1)], 1)
+    row = {group: float(per_window[mask, 0].sum() / per_window[mask, 1].sum().clamp(min=1))
+           for group, mask in groups.items()}
+    bands = [row[band] for band in CONTEXT_BANDS if groups[band].any()]
+    row[BAND_MEAN] = sum(bands) / len(bands)
+    return row
 
 
 def main() -> None:
@@ -59,6 +74,8 @@ def main() -> None:
                              "the model's context length alone)")
     parser.add_argument("--decodings", default=None, help="comma-separated (default: the model's decoding alone)")
     parser.add_argument("--no-flip", action="store_true", help="leave out the sign-flip average (half the time)")
+    parser.add_argument("--pairs", action="store_true",
+                        help="also score the level-by-level quantile average of every pair of option combinations")
     args = parser.parse_args()
 
     model_config, _, batches = rebuild_validation(args.model, args)
@@ -70,37 +87,36 @@ def main() -> None:
         else [model_config.context_length],
         "decoding": args.decodings.split(",") if args.decodings else [model_config.decoding],
         "flip_invariant": [False] if args.no_flip else [False, True],
-        "infer_nonnegative": [False, True],
     }
     params = ScaleParams(*(t.cpu() for t in fit_scale(contexts)))
     groups = window_groups(batches)
-    rows = []
+    nonnegative = has_no_negative_value(contexts)
+    raw: dict[tuple, torch.Tensor] = {}
     for values in itertools.product(*choices.values()):
         options = dict(zip(choices, values, strict=True))
-        forecasts = []
-        for start in tqdm(range(0, contexts.shape[0], args.batch_size), desc=str(options), leave=False):
-            chunk = contexts[start : start + args.batch_size]
-            forecasts.append(forecast(model, chunk, targets.shape[1], **options).float().cpu())
-        quantiles = torch.cat(forecasts)  # [N, Q, H]
-        # in the context's scaled units, the truth clipped at TARGET_CLAMP as training does (a near-constant
-        # context would otherwise dominate the mean)
-        truth = apply_scale(targets.cpu(), params).clamp(-TARGET_CLAMP, TARGET_CLAMP)
-        predicted = (quantiles - params.loc[:, :, None]) / params.scale[:, :, None]
-        loss, weight = pinball_per_step(predicted, truth, model.quantile_levels)
-        per_window = torch.stack([loss.sum(1), weight.sum(1)], 1)
-        row = {"options": options}
-        for group, mask in groups.items():
-            row[group] = float(per_window[mask, 0].sum() / per_window[mask, 1].sum().clamp(min=1))
-        bands = [row[band] for band in CONTEXT_BANDS if groups[band].any()]
-        row[BAND_MEAN] = sum(bands) / len(bands)
-        rows.append(row)
-        print(f"{options}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}", flush=True)
-    names = [name for name in rows[0] if name != "options"]
-    print("\n| " + " | ".join(choices) + " | " + " | ".join(names) + " |")
-    print("|" + "---|" * len(choices) + "--:|" * len(names))
+        raw[values] = torch.cat([
+            forecast(model, contexts[start : start + args.batch_size], targets.shape[1], **options).float().cpu()
+            for start in tqdm(range(0, contexts.shape[0], args.batch_size), desc=str(options), leave=False)
+        ])  # [N, Q, H]
+    # an ensemble averages its members' quantiles level by level (Vincentisation), then clamps
+    members = [[key] for key in raw]
+    if args.pairs:
+        members += [list(pair) for pair in itertools.combinations(raw, 2)]
+    rows = []
+    for group in members:
+        averaged = torch.stack([raw[key] for key in group]).mean(0)
+        for clamp in (False, True):
+            quantiles = clamp_if_nonnegative(averaged, nonnegative) if clamp else averaged
+            label = " + ".join("/".join(str(v) for v in key) for key in group) + (" (clamped)" if clamp else "")
+            row = {"options": label, "members": [dict(zip(choices, key, strict=True)) for key in group],
+                   "infer_nonnegative": clamp, **score(quantiles, targets, params, model.quantile_levels, groups)}
+            rows.append(row)
+            print(f"{label}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}", flush=True)
+    names = [name for name in rows[0] if name not in ("options", "members", "infer_nonnegative")]
+    print("\n| " + "/".join(choices) + " | " + " | ".join(names) + " |")
+    print("|---|" + "--:|" * len(names))
     for row in rows:
-        cells = [str(row["options"][o]) for o in choices] + [f"{row[n]:.4f}" for n in names]
-        print("| " + " | ".join(cells) + " |")
+        print("| " + row["options"] + " | " + " | ".join(f"{row[n]:.4f}" for n in names) + " |")
     counts = {group: int(mask.sum()) for group, mask in groups.items()}
     print("windows per group:", counts)
     if args.out:

@@ -51,18 +51,23 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     checkpoint, corpus = checkpoint_and_corpus
     out = tmp_path / "forecast.json"
     printed = _run("validation_forecast.py", str(checkpoint), "--real-data", str(corpus), "--validation-share", "0.3",
-                   "--out", str(out))
-    assert "| context_length | decoding | flip_invariant | infer_nonnegative |" in printed
+                   "--pairs", "--out", str(out))
+    assert "| context_length/decoding/flip_invariant | all windows |" in printed
     result = json.loads(out.read_text())
-    rows = {(r["options"]["flip_invariant"], r["options"]["infer_nonnegative"]): r for r in result["rows"]}
-    assert set(rows) == {(False, False), (False, True), (True, False), (True, True)}
+    rows = {(tuple(m["flip_invariant"] for m in r["members"]), r["infer_nonnegative"]): r for r in result["rows"]}
+    assert set(rows) == {(flips, clamp) for flips in [(False,), (True,), (False, True)] for clamp in (False, True)}
     assert result["windows"]["all windows"] == 32
-    plain, clamped, flipped = rows[False, False], rows[False, True], rows[True, False]
+    plain, clamped, flipped = rows[(False,), False], rows[(False,), True], rows[(True,), False]
     # every truth is >= 0 here, so raising negative quantiles to 0 can only lower the pinball loss; an untrained
     # model spreads its quantiles below 0, so it must lower it
     assert clamped["all windows"] < plain["all windows"]
     assert all(clamped[g] <= plain[g] + 1e-7 for g in result["windows"] if result["windows"][g])
     assert flipped["all windows"] != pytest.approx(plain["all windows"], rel=1e-4)
+    # the pinball loss is convex in the forecast, so the average of two forecasts scores at most their mean loss
+    # (pooled over the same steps); below both it need not be
+    pair = rows[(False, True), False]
+    assert pair["all windows"] <= 0.5 * (plain["all windows"] + flipped["all windows"]) + 1e-7
+    assert pair["all windows"] not in (plain["all windows"], flipped["all windows"])
 
 
 def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and_corpus, tmp_path):
