@@ -69,6 +69,11 @@ def test_missing_columns_are_named(hourly, rename, named):
     assert "unique_id" in str(err)  # and the message says how to pass other names
 
 
+def test_columns_held_in_the_index_say_reset_index(hourly):
+    err = assert_input_error("has no column", prepare_df, hourly.set_index(["item_id", "timestamp"]))
+    assert "'item_id', 'timestamp' are index levels; call df.reset_index() first" in str(err)
+
+
 def test_non_numeric_target(hourly):
     frame = hourly.assign(target=hourly["target"].astype(str))
     err = assert_input_error("target column 'target' must be numeric", prepare_df, frame)
@@ -272,6 +277,20 @@ def test_freq_fills_missing_stamps_with_nan(hourly):
     prepared = prepare_df(hourly.drop(index=[3, 4]), freq="h")
     np.testing.assert_array_equal(prepared.targets[0], [0, 1, 2, np.nan, np.nan, 5, 6, 7, 8, 9])
     assert prepared.last_timestamps[0] == pd.Timestamp("2024-01-01 09:00")
+
+
+def test_freq_finer_than_the_data_warns_and_still_fills():
+    """Daily rows passed freq="h": 23 of every 24 grid steps would be NaN, which is almost always a wrong freq."""
+    frame = long_frame({"A": pd.date_range("2024-01-01", periods=5, freq="D")})
+    with pytest.warns(UserWarning, match=r"freq='h' left 92 of 97 steps \(95%\).*series 'A'; its rows are most "
+                                         r"often 1 days 00:00:00 apart"):
+        prepared = prepare_df(frame, freq="h")
+    assert len(prepared.targets[0]) == 97 and np.isfinite(prepared.targets[0]).sum() == 5
+
+
+def test_freq_with_a_few_gaps_does_not_warn(hourly, recwarn):
+    prepare_df(hourly.drop(index=[3, 4]), freq="h")
+    assert not [w for w in recwarn if "coarser" in str(w.message)]
 
 
 def test_nan_targets_are_kept(hourly):

@@ -20,6 +20,9 @@ import pandas as pd
 from pandas.tseries.frequencies import to_offset
 
 MIN_POINTS_TO_INFER_FREQ = 3  # pd.infer_freq needs at least three timestamps
+SPARSE_GRID_SHARE = 0.5
+"""With ``freq`` given, more than this share of grid steps left missing after regularising means the timestamps
+are most likely coarser than ``freq`` (daily data passed ``freq="h"``): a warning says so, the data is still used."""
 
 
 class ForecastInputError(ValueError):
@@ -188,6 +191,8 @@ def prepare_df(
         _regularise(stamps_i, values[a:b], offset, item_ids[i], fill=fill)
         for i, (stamps_i, (a, b)) in enumerate(zip(per_series, bounds, strict=True))
     ]
+    if fill:
+        _warn_if_sparse(targets, [b - a for a, b in bounds], offset, per_series, item_ids)
     last = stamps[[b - 1 for _, b in bounds]]
     return PreparedSeries(item_ids=item_ids, targets=targets, last_timestamps=last, freq=offset)
 
@@ -200,9 +205,12 @@ def _check_frame(df: Any, id_column: Hashable, timestamp_column: Hashable, targe
     roles = {"id_column": id_column, "timestamp_column": timestamp_column, "target": target}
     missing = [f"{role}={name!r}" for role, name in roles.items() if name not in df.columns]
     if missing:
+        in_index = [name for name in roles.values() if name not in df.columns and name in df.index.names]
+        hint = (f"{', '.join(map(repr, in_index))} {'is an index level' if len(in_index) == 1 else 'are index levels'}"
+                "; call df.reset_index() first" if in_index else
+                "Pass id_column=, timestamp_column= and target= to name yours (e.g. 'unique_id', 'ds', 'y')")
         raise ForecastInputError(
-            f"df has no column(s) {', '.join(missing)}; its columns are {list(df.columns)}. "
-            "Pass id_column=, timestamp_column= and target= to name yours (e.g. 'unique_id', 'ds', 'y')"
+            f"df has no column(s) {', '.join(missing)}; its columns are {list(df.columns)}. {hint}"
         )
     for role, name in roles.items():
         if isinstance(df[name], pd.DataFrame):
@@ -370,6 +378,24 @@ def infer_common_freq(per_series: Sequence[pd.DatetimeIndex], item_ids: Sequence
             f"series disagree on the frequency ({described}); forecast them separately or pass freq="
         )
     return next(iter(found))
+
+
+def _warn_if_sparse(targets: list[np.ndarray], observed_rows: list[int], offset: pd.offsets.BaseOffset,
+                    per_series: list[pd.DatetimeIndex], item_ids: pd.Index) -> None:
+    """Warn when ``freq`` left most grid steps without a row (``SPARSE_GRID_SHARE``), naming the sparsest series
+    and its most common step, which is usually the frequency the user meant."""
+    steps = sum(len(t) for t in targets)
+    filled = steps - sum(observed_rows)
+    if filled <= SPARSE_GRID_SHARE * steps:
+        return
+    worst = int(np.argmax([1 - rows / len(t) for rows, t in zip(observed_rows, targets, strict=True)]))
+    gaps = pd.Series(np.diff(per_series[worst].asi8))
+    common = f"; its rows are most often {pd.Timedelta(int(gaps.mode()[0]))} apart" if len(gaps) else ""
+    warnings.warn(
+        f"freq={freq_to_str(offset)!r} left {filled} of {steps} steps ({filled / steps:.0%}) without a row, filled "
+        f"with NaN; the timestamps look coarser than freq (series {item_ids[worst]!r}{common}). Check freq",
+        UserWarning, stacklevel=4,
+    )
 
 
 def _regularise(
