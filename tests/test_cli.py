@@ -126,6 +126,23 @@ def test_missing_and_unsupported_files(fake_model, tmp_path, capsys):
     assert "unsupported file type '.txt'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("separator", [";", "\t", "|"])
+def test_csv_delimiter_is_detected(fake_model, data, tmp_path, separator):
+    """Spreadsheets in many locales write ';'; read with ',' the file would be one column named 'item_id;...'."""
+    source, out = tmp_path / "data.csv", tmp_path / "forecast.csv"
+    data.to_csv(source, index=False, sep=separator)
+    assert main(["forecast", str(source), "-H", "4", "-o", str(out)]) == 0
+    assert pd.read_csv(out).groupby("item_id", sort=False).size().to_dict() == {"north": 4, "south": 4, "east": 4}
+
+
+def test_warnings_are_one_line_each(fake_model, csv_file, capsys):
+    """A freq finer than the data still forecasts, and says so as a 'warning:' line (no Python source line)."""
+    assert main(["forecast", str(csv_file), "-H", "3", "--freq", "h"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: freq='h' left ") and "without a row" in err
+    assert "predict_df(" not in err and err.count("\n") == 1
+
+
 def test_irregular_data_names_the_series(fake_model, data, tmp_path, capsys):
     path = tmp_path / "gappy.csv"
     data.drop(index=[35]).to_csv(path, index=False)  # a day missing in 'south'

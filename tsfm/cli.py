@@ -15,7 +15,9 @@ Heavy modules (torch, pandas, matplotlib) are imported inside the commands so th
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,9 @@ EXIT_USAGE = 2  # bad input, as argparse uses for bad arguments
 TABLE_ROWS_PER_SERIES = 3
 TABLE_MAX_SERIES = 5
 DATA_SUFFIXES = (".csv", ".parquet", ".pq")
+CSV_SNIFF_BYTES = 65536
+PACKAGE_DIR = Path(__file__).resolve().parent
+_python_showwarning = warnings.showwarning
 
 
 class CommandError(Exception):
@@ -137,10 +142,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.run(args)
     except _user_errors() as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """tsfm's own warnings (a horizon past the trained one, a freq finer than the data) are said to the user as
+    ``warning: ...`` lines, without the source line Python would print; other libraries' keep Python's format."""
+    if issubclass(category, UserWarning) and Path(filename).resolve().is_relative_to(PACKAGE_DIR):
+        print(f"warning: {message}", file=file or sys.stderr)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -196,7 +212,8 @@ def _load_model(name_or_path: str, device: str | None) -> Any:
 
 
 def _read_table(path: Path) -> Any:
-    """Read a CSV or Parquet file into a DataFrame."""
+    """Read a CSV or Parquet file into a DataFrame; a CSV's delimiter (``,`` ``;`` tab or ``|``) is detected from its
+    first lines, as spreadsheets in many locales write ``;``."""
     import pandas as pd
 
     suffix = path.suffix.lower()
@@ -205,9 +222,19 @@ def _read_table(path: Path) -> Any:
     if not path.is_file():
         raise CommandError(f"{path}: no such file")
     try:
-        return pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+        return pd.read_csv(path, sep=_csv_delimiter(path)) if suffix == ".csv" else pd.read_parquet(path)
     except (ValueError, OSError, pd.errors.ParserError) as err:
         raise CommandError(f"{path}: cannot read it as {suffix[1:]}: {err}") from None
+
+
+def _csv_delimiter(path: Path) -> str:
+    """The delimiter ``csv.Sniffer`` finds in the file's first 64 KiB among ``,;\\t|``; ``,`` when it finds none."""
+    with path.open(newline="", errors="replace") as handle:
+        sample = handle.read(CSV_SNIFF_BYTES)
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter
+    except csv.Error:
+        return ","
 
 
 def _check_output_path(path: Path | None, suffixes: tuple[str, ...]) -> None:
@@ -242,7 +269,8 @@ def _summary_table(forecast: Any, id_column: str) -> str:
 @command(
     "forecast",
     "Forecast every series of a long-format CSV or Parquet file (one row per series and timestamp).",
-    arg("data", type=Path, help="input .csv or .parquet with id, timestamp and target columns"),
+    arg("data", type=Path, help="input .csv (delimiter , ; tab or | detected) or .parquet with id, timestamp and "
+                                "target columns"),
     arg("-H", "--prediction-length", type=int, required=True, help="steps to forecast per series"),
     MODEL_ARG,
     arg("--id-column", default="item_id", help="series id column (default: item_id)"),
