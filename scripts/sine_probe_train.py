@@ -1,17 +1,26 @@
-"""CPU probe: can a backbone learn to continue sines with masked future tokens? (issue 11 diagnosis)
+"""CPU probe: can a backbone learn to continue periodic series with masked future tokens? (issue 11 diagnosis)
 
-Trains a 1M model (context 512, 8 horizon patches, 800 steps of 64 windows) on noisy sines of random period 8-308
-only, then prints the MAE per horizon patch on sines of period 24, 96 and 200 for masked and autoregressive
-decoding. One seed, about 10 minutes on one CPU thread: a quick comparison of mixers, not a result on its own.
+Trains a 1M model (8 horizon patches, STEPS steps of 64 windows) on one synthetic prior only, then prints the MAE
+per horizon patch on fixed test series for masked and autoregressive decoding. One seed, minutes on one CPU
+thread: a quick comparison of mixers, not a result on its own.
 
-    OMP_NUM_THREADS=1 python scripts/sine_probe_train.py 800 'xlstm[3:1]' 0 [SEED]  # steps, backbone, horizon
-                                                                                       # embedding, seed (0)
+Two priors:
+
+- ``sines`` (the default; context 512): noisy sines of random period 8-308, tested on sines of period 24, 96, 200.
+- ``harmonics``: random periodic *shapes* (1-6 harmonics with random amplitudes and phases) of period 8-308, tested
+  at periods 96, 200 and 288 on a fixed shape with flat troughs and a peak, like a day of 5-minute temperatures
+  (``yosemite_temps/5T``, the benchmark's weakest series). A sine can be continued from its last few values; such a
+  shape, 288 steps = 9 patches long, has to be copied from one period back. Use ``--context-length 1024`` so the
+  context holds more than three periods.
+
+    OMP_NUM_THREADS=1 python scripts/sine_probe_train.py 800 'xlstm[3:1]' 1 [SEED] \
+        [--prior harmonics] [--context-length 1024]   # steps, backbone, horizon embedding (0/1), seed (0)
 """
 
 from __future__ import annotations
 
+import argparse
 import math
-import sys
 
 import numpy as np
 import torch
@@ -20,39 +29,83 @@ from tsfm.forecast import resolve_model
 from tsfm.pipelines.train import TrainConfig, train
 from tsfm.presets import preset_config
 
+HORIZON_PATCHES = 8
+MAX_HARMONICS = 6
+
+
+def _random_periods(n: int, g: torch.Generator) -> torch.Tensor:
+    return 8 + torch.rand(n, 1, generator=g, device=g.device) * 300
+
 
 def sines(n: int, length: int, g: torch.Generator) -> torch.Tensor:
-    """The prior: level 10, amplitude 0.5-5.5, period 8-308, random phase, 5% noise."""
+    """The sine prior: level 10, amplitude 0.5-5.5, period 8-308, random phase, 5% noise."""
     dev = g.device
     t = torch.arange(length, device=dev, dtype=torch.float32)
-    period = 8 + torch.rand(n, 1, generator=g, device=dev) * 300
     phase = torch.rand(n, 1, generator=g, device=dev) * 2 * math.pi
     amp = 0.5 + torch.rand(n, 1, generator=g, device=dev) * 5
-    x = 10 + amp * torch.sin(2 * math.pi * t / period + phase)
+    x = 10 + amp * torch.sin(2 * math.pi * t / _random_periods(n, g) + phase)
     return x + 0.05 * amp * torch.randn(n, length, generator=g, device=dev)
 
 
+def harmonics(n: int, length: int, g: torch.Generator) -> torch.Tensor:
+    """The shape prior: level 10, amplitude 0.5-5.5, period 8-308, 1-6 harmonics (amplitude ~ U(0, 1) / k, random
+    phases; the first always present), scaled to a peak of 1 before the amplitude, 5% noise."""
+    dev = g.device
+    t = torch.arange(length, device=dev, dtype=torch.float32)
+    k = torch.arange(1, MAX_HARMONICS + 1, device=dev, dtype=torch.float32)
+    count = torch.randint(1, MAX_HARMONICS + 1, (n, 1), generator=g, device=dev)
+    weights = torch.rand(n, MAX_HARMONICS, generator=g, device=dev) / k * (k <= count)
+    weights[:, 0] = weights[:, 0].clamp(min=0.2)
+    phase = torch.rand(n, MAX_HARMONICS, generator=g, device=dev) * 2 * math.pi
+    angle = 2 * math.pi * t[None, :, None] * k / _random_periods(n, g)[:, :, None] + phase[:, None, :]
+    shape = (weights[:, None, :] * torch.sin(angle)).sum(-1)
+    shape = shape / shape.abs().amax(1, keepdim=True)
+    amp = 0.5 + torch.rand(n, 1, generator=g, device=dev) * 5
+    return 10 + amp * shape + 0.05 * amp * torch.randn(n, length, generator=g, device=dev)
+
+
+def test_series(prior: str, period: int, length: int, rng: np.random.Generator) -> np.ndarray:
+    """A fixed test series of ``period``: a sine, or (harmonics) flat troughs with a peak once a period."""
+    t = np.arange(length)
+    if prior == "sines":
+        wave = np.sin(2 * np.pi * t / period)
+    else:
+        wave = np.clip(np.sin(2 * np.pi * t / period), -0.3, 1.0) + 0.25 * np.sin(4 * np.pi * t / period + 1.0)
+        wave = wave / np.abs(wave).max()
+    return (10 + 3 * wave + 0.1 * rng.standard_normal(length)).astype(np.float32)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("steps", type=int)
+    parser.add_argument("backbone")
+    parser.add_argument("horizon_embedding", choices=("0", "1"))
+    parser.add_argument("seed", type=int, nargs="?", default=0)
+    parser.add_argument("--prior", choices=("sines", "harmonics"), default="sines")
+    parser.add_argument("--context-length", type=int, default=512)
+    args = parser.parse_args()
     torch.set_num_threads(1)
-    steps, spec, horizon_embedding = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
-    model_config = preset_config(spec, "1M", context_length=512, train_horizon_patches=8,
+    horizon_embedding = args.horizon_embedding == "1"
+    context = args.context_length
+    model_config = preset_config(args.backbone, "1M", context_length=context, train_horizon_patches=HORIZON_PATCHES,
                                  horizon_embedding=horizon_embedding)
-    train_config = TrainConfig(steps=steps, batch_size=64, context_length=512, synthetic_share=1.0, pool_size=1024,
-                               warmup_steps=30, val_every=10**6, checkpoint_every=10**6, learning_rate=1e-3, seed=seed)
-    run = f"runs/sine_probe/{spec}_{steps}_{int(horizon_embedding)}" + (f"_s{seed}" if seed else "")
-    out = train(model_config, train_config, run, prior=sines,
-                progress=False, accelerator="cpu")
+    train_config = TrainConfig(steps=args.steps, batch_size=64, context_length=context, synthetic_share=1.0,
+                               pool_size=1024, warmup_steps=30, val_every=10**6, checkpoint_every=10**6,
+                               learning_rate=1e-3, seed=args.seed)
+    suffix = (f"_s{args.seed}" if args.seed else "") + ("" if args.prior == "sines" else f"_{args.prior}_{context}")
+    run = f"runs/sine_probe/{args.backbone}_{args.steps}_{int(horizon_embedding)}{suffix}"
+    prior = sines if args.prior == "sines" else harmonics
+    out = train(model_config, train_config, run, prior=prior, progress=False, accelerator="cpu")
     model = resolve_model(str(out))
     rng = np.random.default_rng(0)
     median = model.quantile_levels.index(0.5)
-    for period in (24, 96, 200):
-        t = np.arange(512 + 256)
-        x = (10 + 3 * np.sin(2 * np.pi * t / period) + 0.1 * rng.standard_normal(len(t))).astype(np.float32)
+    horizon = HORIZON_PATCHES * model_config.patch_size
+    for period in (24, 96, 200) if args.prior == "sines" else (96, 200, 288):
+        x = test_series(args.prior, period, context + horizon, rng)
         for decoding in ("masked", "autoregressive"):
-            forecast = model.forecast(torch.from_numpy(x[None, :512]), 256, decoding=decoding)[0, median].numpy()
-            error = np.abs(forecast - x[512:]).reshape(8, 32).mean(1)
-            print(period, decoding, "MAE per patch", np.round(error, 2))
+            forecast = model.forecast(torch.from_numpy(x[None, :context]), horizon, decoding=decoding)[0, median]
+            error = np.abs(forecast.numpy() - x[context:]).reshape(HORIZON_PATCHES, -1).mean(1)
+            print(period, decoding, "MAE per patch", np.round(error, 2), "mean", round(float(error.mean()), 2))
 
 
 if __name__ == "__main__":
