@@ -30,7 +30,6 @@ from validation_loss import (  # a sibling script (scripts/)
     CONTEXT_BANDS,
     add_validation_arguments,
     rebuild_validation,
-    window_groups,
 )
 
 from tsfm.checkpoint import load_model
@@ -78,7 +77,7 @@ def main() -> None:
                         help="also score the level-by-level quantile average of every pair of option combinations")
     args = parser.parse_args()
 
-    model_config, _, batches = rebuild_validation(args.model, args)
+    model_config, _, batches, groups = rebuild_validation(args.model, args)
     contexts = torch.cat([b.context for b in batches]).float()
     targets = torch.cat([b.target for b in batches]).float()
     model = load_model(args.model, device=args.device)
@@ -89,7 +88,6 @@ def main() -> None:
         "flip_invariant": [False] if args.no_flip else [False, True],
     }
     params = ScaleParams(*(t.cpu() for t in fit_scale(contexts)))
-    groups = window_groups(batches)
     nonnegative = has_no_negative_value(contexts)
     raw: dict[tuple, torch.Tensor] = {}
     for values in itertools.product(*choices.values()):

@@ -12,8 +12,8 @@ logged in training on the same device type.
 
 ``--breakdown`` also splits each loss into the tokens that forecast the context's next patch and the masked future
 tokens, over groups of windows (a period found in the context or not, by :func:`tsfm.seasonality.detect_period`;
-short or full observed context): it says where two checkpoints differ, e.g. whether a change that acts on the future
-tokens helps the windows it was meant for.
+short or full observed context; the frequency band of the window's dataset): it says where two checkpoints
+differ, e.g. whether a change that acts on the future tokens helps the windows it was meant for.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from tsfm.heads import pinball_per_step
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import Batch
 from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
+from tsfm.pipelines.data.frequency import normalise_freq
+from tsfm.pipelines.data.gift_format import iter_entries
 from tsfm.pipelines.train import TrainConfig, validation_batches
 from tsfm.seasonality import detect_period
 
@@ -56,10 +58,11 @@ def add_validation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
 
 
-def rebuild_validation(checkpoint: str, args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig, list[Batch]]:
+def rebuild_validation(checkpoint: str, args: argparse.Namespace
+                       ) -> tuple[ModelConfig, TrainConfig, list[Batch], dict[str, torch.Tensor]]:
     """The validation windows of ``checkpoint``'s training, as ``tsfm train`` drew them (its recorded settings, the
-    hash split, ``VALIDATION_SEED``), with the options of :func:`add_validation_arguments`; ``SystemExit`` with a
-    message when the checkpoint records no training settings."""
+    hash split, ``VALIDATION_SEED``), with the options of :func:`add_validation_arguments`, and their groups
+    (:func:`window_groups`); ``SystemExit`` with a message when the checkpoint records no training settings."""
     model_config, training = read_checkpoint_config(resolve_model_path(checkpoint))
     recorded = dict(training.get("train_config") or {})
     if not recorded:
@@ -73,7 +76,23 @@ def rebuild_validation(checkpoint: str, args: argparse.Namespace) -> tuple[Model
     windows = sum(b.context.shape[0] for b in batches)
     print(f"{len(validation)} held-out series, {windows} windows, context {train_config.context_length}, "
           f"horizon {batches[0].target.shape[1]}")
-    return model_config, train_config, batches
+    bands = _dataset_bands(args.real_data, sorted(set(validation.datasets)))
+    window_bands = [bands[validation.datasets[int(i)]] for b in batches for i in b.series.cpu()]
+    return model_config, train_config, batches, window_groups(batches, window_bands)
+
+
+FREQUENCY_BANDS = {"S": "finer than hourly", "T": "finer than hourly", "H": "hourly", "D": "daily", "B": "daily",
+                   "W": "weekly", "M": "monthly", "Q": "quarterly or yearly", "A": "quarterly or yearly",
+                   "Y": "quarterly or yearly"}
+"""Coarse bands of the datasets' frequencies (by :func:`normalise_freq`'s base letter): the benchmark is mostly
+hourly and finer, the held-out series mostly monthly and coarser, so the loss is also reported per band."""
+
+
+def _dataset_bands(root: Path, names: list[str]) -> dict[str, str]:
+    """Each dataset's frequency band, from the ``freq`` of its first stored series."""
+    return {name: "frequency: " + FREQUENCY_BANDS.get(normalise_freq(next(iter_entries(root / name))["freq"]),
+                                                      "other")
+            for name in names}
 
 
 def main() -> None:
@@ -83,7 +102,7 @@ def main() -> None:
     parser.add_argument("--breakdown", action="store_true",
                         help="also the context and future tokens' losses over groups of windows")
     args = parser.parse_args()
-    model_config, _, batches = rebuild_validation(args.models[0], args)
+    model_config, _, batches, groups = rebuild_validation(args.models[0], args)
     windows = sum(b.context.shape[0] for b in batches)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if str(args.device).startswith("cuda") \
         else contextlib.nullcontext()
@@ -102,7 +121,7 @@ def main() -> None:
         print(f"| {name} | {' + '.join(map(str, steps))} | {loss:.4f} |")
         if args.breakdown:
             with torch.no_grad(), autocast:
-                rows[-1]["breakdown"] = _breakdown(model, batches)
+                rows[-1]["breakdown"] = _breakdown(model, batches, groups)
     if args.breakdown:
         _print_breakdown(rows)
     if args.out:
@@ -116,18 +135,24 @@ benchmark's mostly long, so each band is reported and so is their unweighted mea
 BAND_MEAN = "mean of the context bands"
 
 
-def window_groups(batches: list[Batch]) -> dict[str, torch.Tensor]:
+def window_groups(batches: list[Batch], frequency_bands: list[str] | None = None) -> dict[str, torch.Tensor]:
     """Boolean masks over all windows: what the windows are, independent of any model. A period of 24 steps or more
     (a day of hourly or finer data, a year of weekly) is split out: the benchmark's weakest configurations are such
-    series, and the held-out windows have few of them."""
+    series, and the held-out windows have few of them. ``frequency_bands`` (one per window) adds a group per band
+    that has windows."""
     periods = torch.cat([detect_period(b.context.float()) for b in batches]).cpu()
     observed = torch.cat([(~torch.isnan(b.context)).sum(1) for b in batches]).cpu()
-    return {"all windows": periods >= 0, "a period found": periods > 0, "a period of 2-23 steps": (periods > 0)
-            & (periods < 24), "a period of 24+ steps": periods >= 24, "no period found": periods == 0,
-            **{band: (observed >= low) & (observed < high) for band, (low, high) in CONTEXT_BANDS.items()}}
+    groups = {"all windows": periods >= 0, "a period found": periods > 0, "a period of 2-23 steps": (periods > 0)
+              & (periods < 24), "a period of 24+ steps": periods >= 24, "no period found": periods == 0,
+              **{band: (observed >= low) & (observed < high) for band, (low, high) in CONTEXT_BANDS.items()}}
+    if frequency_bands is not None:
+        order = [*dict.fromkeys(f"frequency: {band}" for band in FREQUENCY_BANDS.values()), "frequency: other"]
+        for band in sorted(set(frequency_bands), key=order.index):
+            groups[band] = torch.tensor([b == band for b in frequency_bands])
+    return groups
 
 
-def _breakdown(model: Forecaster, batches: list[Batch]) -> dict[str, dict[str, float]]:
+def _breakdown(model: Forecaster, batches: list[Batch], groups: dict[str, torch.Tensor]) -> dict[str, dict[str, float]]:
     """Pinball loss of the context tokens and of the future tokens, pooled over the steps of each window group
     (the same terms as ``training_loss``, which averages them all per batch)."""
     parts: dict[str, list[torch.Tensor]] = {"context": [], "future": []}
@@ -142,7 +167,7 @@ def _breakdown(model: Forecaster, batches: list[Batch]) -> dict[str, dict[str, f
     sums = {part: torch.cat(values) for part, values in parts.items()}
     groups = {group: {"windows": int(mask.sum()),
                       **{part: float(t[mask, 0].sum() / t[mask, 1].sum().clamp(min=1)) for part, t in sums.items()}}
-              for group, mask in window_groups(batches).items()}
+              for group, mask in groups.items()}
     bands = [groups[band] for band in CONTEXT_BANDS if groups[band]["windows"]]
     groups[BAND_MEAN] = {"windows": sum(b["windows"] for b in bands),
                          **{part: sum(b[part] for b in bands) / len(bands) for part in sums}}

@@ -27,10 +27,11 @@ def checkpoint_and_corpus(tmp_path_factory) -> tuple[Path, Path]:
     training settings the scripts rebuild the validation windows from."""
     root = tmp_path_factory.mktemp("validation")
     rng = np.random.default_rng(0)
-    entries = [{"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": "D",
-                "target": rng.poisson(rng.uniform(0.2, 3.0), size=int(rng.integers(40, 300))).astype(np.float32)}
-               for i in range(60)]
-    write_dataset(root / "corpus" / "counts", entries)
+    for name, freq in (("counts", "D"), ("counts_hourly", "H")):
+        entries = [{"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": freq,
+                    "target": rng.poisson(rng.uniform(0.2, 3.0), size=int(rng.integers(40, 300))).astype(np.float32)}
+                   for i in range(60)]
+        write_dataset(root / "corpus" / name, entries)
     config = ModelConfig(backbone="gdn", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
                          context_length=64, train_horizon_patches=2, horizon_embedding=True)
     torch.manual_seed(0)
@@ -56,7 +57,11 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     result = json.loads(out.read_text())
     rows = {(tuple(m["flip_invariant"] for m in r["members"]), r["infer_nonnegative"]): r for r in result["rows"]}
     assert set(rows) == {(flips, clamp) for flips in [(False,), (True,), (False, True)] for clamp in (False, True)}
-    assert result["windows"]["all windows"] == 32
+    windows = result["windows"]
+    assert windows["all windows"] == 32
+    # every window belongs to the frequency band of the dataset it was cut from, and both datasets are held out
+    assert windows["frequency: daily"] + windows["frequency: hourly"] == 32
+    assert windows["frequency: daily"] > 0 and windows["frequency: hourly"] > 0
     plain, clamped, flipped = rows[(False,), False], rows[(False,), True], rows[(True,), False]
     # every truth is >= 0 here, so raising negative quantiles to 0 can only lower the pinball loss; an untrained
     # model spreads its quantiles below 0, so it must lower it
@@ -79,3 +84,4 @@ def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 2 and rows[0]["validation_loss"] == rows[1]["validation_loss"] > 0
     assert rows[0]["breakdown"]["all windows"]["windows"] == 32
+    assert "frequency: hourly" in rows[0]["breakdown"] and "| frequency: daily |" in printed

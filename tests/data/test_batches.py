@@ -33,6 +33,18 @@ def config(**changes) -> BatchConfig:
                           "min_context": 4, **changes})
 
 
+def test_each_window_names_the_series_it_was_cut_from():
+    """``Batch.series`` is what validation breakdowns by dataset or frequency rely on; the ramp corpus encodes the
+    series in every value (10_000 * i + t), and pool windows get an index past the real series."""
+    batch = BatchSampler(config(**PLAIN), ramp_corpus(), seed=5).draw(0)
+    last_observed = batch.context[:, -1]
+    np.testing.assert_array_equal(batch.series.numpy(), (last_observed // 10_000).long().numpy())
+    mixed = BatchSampler(config(**{**PLAIN, "synthetic_share": 0.5, "pool_size": 64, "pool_chunks": 4}), ramp_corpus(),
+                         prior=walk_prior, seed=5).draw(0)
+    synthetic = mixed.series >= 4
+    assert synthetic.any() and (~synthetic).any() and mixed.series.shape == (32,)
+
+
 def test_plain_windows_are_contiguous_cuts_with_left_padding():
     sampler = BatchSampler(config(**PLAIN), ramp_corpus(), seed=3)
     batch = sampler.draw(0)

@@ -56,6 +56,9 @@ class Batch(NamedTuple):
     context: torch.Tensor  # [B, context_length], NaN = missing / left padding
     target: torch.Tensor  # [B, prediction_length], NaN = nothing to score
     hidden_patches: torch.Tensor  # [B, context_length // patch_size] bool, True = hidden from the model
+    series: torch.Tensor | None = None  # [B] int64: the series each window was cut from (its first component when
+    # mixed): an index into the real corpus, or >= its length for the synthetic pool; lets a validation set be
+    # broken down by dataset or frequency
 
 
 #: The settings that are shares of windows, each in [0, 1] (``TrainConfig`` carries them too and checks them alike).
@@ -261,7 +264,7 @@ class BatchSampler:
         windows = self._mix(windows, g, uniform)
         context, target = windows[:, : cfg.context_length], windows[:, cfg.context_length :]
         context = self._noise_and_missing(context, g, uniform)
-        return Batch(context.contiguous(), target.contiguous(), self._hidden_patches(g))
+        return Batch(context.contiguous(), target.contiguous(), self._hidden_patches(g), picks[:, 0].contiguous())
 
     def _mix(self, windows: torch.Tensor, g: torch.Generator, uniform: Callable[..., torch.Tensor]) -> torch.Tensor:
         """TSMixup over the K drawn windows of each row; rows not chosen for mixing keep their first window."""
