@@ -81,7 +81,7 @@ if [ "${EVAL:-1}" = 1 ]; then
         # shellcheck disable=SC2086  # a list of checkpoints
         timeout 300 python3 scripts/validation_loss.py $VALIDATE_AGAINST "runs/$RUN/model" --real-data \
             data/device/pretrain --validation-split common --breakdown --out "$OUT/pack/validation.json" 2>&1 \
-            | grep -v -i warn | tail -14
+            | grep -v -i warn | tail -22
     fi
     # textbook patterns (seconds): does the model continue a sine, a sawtooth, two seasons? (tsfm/pipelines/patterns.py)
     timeout 120 python3 -m tsfm patterns --model "runs/$RUN/model" --out "$OUT/pack/patterns" --device cuda 2>&1 \

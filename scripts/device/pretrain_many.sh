@@ -39,7 +39,7 @@ if [ "${EVAL:-1}" = 1 ] && [ -n "${VALIDATE_AGAINST:-}" ]; then
     models=(); for name in "${names[@]}"; do models+=("runs/$name/model"); done
     # shellcheck disable=SC2086  # a list of checkpoints
     timeout 400 python3 scripts/validation_loss.py $VALIDATE_AGAINST "${models[@]}" --real-data data/device/pretrain \
-        --validation-split common --breakdown --out "$OUT/pack/validation.json" 2>&1 | grep -v -i warn | tail -16
+        --validation-split common --breakdown --out "$OUT/pack/validation.json" 2>&1 | grep -v -i warn | tail -24
 fi
 # each model scored with both decodings, then on textbook patterns (tsfm/pipelines/patterns.py); models side by side
 [ "${EVAL:-1}" = 1 ] && for name in "${names[@]}"; do
