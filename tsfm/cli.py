@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -31,7 +32,6 @@ TABLE_MAX_SERIES = 5
 DATA_SUFFIXES = (".csv", ".parquet", ".pq")
 CSV_SNIFF_BYTES = 65536
 PACKAGE_DIR = Path(__file__).resolve().parent
-_python_showwarning = warnings.showwarning
 
 
 class CommandError(Exception):
@@ -143,20 +143,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
+            warnings.showwarning = functools.partial(_show_warning, fallback=warnings.showwarning)
             return args.run(args)
     except _user_errors() as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _show_warning(message, category, filename, lineno, file=None, line=None, *, fallback: Callable) -> None:
     """tsfm's own warnings (a horizon past the trained one, a freq finer than the data) are said to the user as
-    ``warning: ...`` lines, without the source line Python would print; other libraries' keep Python's format."""
+    ``warning: ...`` lines, without the source line Python would print; other libraries' go to ``fallback``."""
     if issubclass(category, UserWarning) and Path(filename).resolve().is_relative_to(PACKAGE_DIR):
         print(f"warning: {message}", file=file or sys.stderr)
     else:
-        _python_showwarning(message, category, filename, lineno, file, line)
+        fallback(message, category, filename, lineno, file, line)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
