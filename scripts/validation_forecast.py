@@ -50,15 +50,16 @@ def forecast(model, context: torch.Tensor, horizon: int, *, context_length: int,
 
 
 def score(quantiles: torch.Tensor, targets: torch.Tensor, params: ScaleParams, levels, groups) -> dict[str, float]:
-    """Pinball loss of ``[N, Q, H]`` quantiles per window group, in the context's scaled units with the truth clipped
-    at ``TARGET_CLAMP`` as training does (a near-constant context would otherwise dominate the mean)."""
+    """Pinball loss of ``[N, Q, H]`` quantiles per window group that has windows, in the context's scaled units with
+    the truth clipped at ``TARGET_CLAMP`` as training does (a near-constant context would otherwise dominate the
+    mean)."""
     truth = apply_scale(targets, params).clamp(-TARGET_CLAMP, TARGET_CLAMP)
     predicted = (quantiles - params.loc[:, :, None]) / params.scale[:, :, None]
     loss, weight = pinball_per_step(predicted, truth, levels)
     per_window = torch.stack([loss.sum(1), weight.sum(1)], 1)
     row = {group: float(per_window[mask, 0].sum() / per_window[mask, 1].sum().clamp(min=1))
-           for group, mask in groups.items()}
-    bands = [row[band] for band in CONTEXT_BANDS if groups[band].any()]
+           for group, mask in groups.items() if mask.any()}
+    bands = [row[band] for band in CONTEXT_BANDS if band in row]
     row[BAND_MEAN] = sum(bands) / len(bands)
     return row
 

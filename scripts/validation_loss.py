@@ -178,6 +178,8 @@ def _print_breakdown(rows: list[dict]) -> None:
     print("\n| windows | count | " + " | ".join(f"{r['checkpoint']}: context / future" for r in rows) + " |")
     print("|---|--:|" + "---|" * len(rows))
     for group, first in rows[0]["breakdown"].items():
+        if not first["windows"]:
+            continue
         cells = [f"{r['breakdown'][group]['context']:.4f} / {r['breakdown'][group]['future']:.4f}" for r in rows]
         print(f"| {group} | {first['windows']} | " + " | ".join(cells) + " |")
 
