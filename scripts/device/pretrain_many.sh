@@ -20,9 +20,11 @@ names=()
 while read -r name extra; do
     [ -z "$name" ] && continue
     names+=("$name")
+    set -f  # split, but never glob: a spec such as xlstm[3:1,conv] is a bracket pattern to the shell
     # shellcheck disable=SC2086  # the extra arguments are meant to split
     python3 -m tsfm train --steps "$STEPS" --max-minutes "$MINUTES" --real-data data/device/pretrain \
         --out "runs/$name" "$@" $extra > "runs_$name.log" 2>&1 &
+    set +f
 done < "$RUNS_FILE"
 wait
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
