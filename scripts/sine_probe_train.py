@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from tsfm.forecast import resolve_model
+from tsfm.pipelines.data.priors.common import normal, randint, time_grid, uniform
 from tsfm.pipelines.train import TrainConfig, train
 from tsfm.presets import preset_config
 
@@ -33,35 +34,29 @@ HORIZON_PATCHES = 8
 MAX_HARMONICS = 6
 
 
-def _random_periods(n: int, g: torch.Generator) -> torch.Tensor:
-    return 8 + torch.rand(n, 1, generator=g, device=g.device) * 300
-
-
 def sines(n: int, length: int, g: torch.Generator) -> torch.Tensor:
     """The sine prior: level 10, amplitude 0.5-5.5, period 8-308, random phase, 5% noise."""
-    dev = g.device
-    t = torch.arange(length, device=dev, dtype=torch.float32)
-    phase = torch.rand(n, 1, generator=g, device=dev) * 2 * math.pi
-    amp = 0.5 + torch.rand(n, 1, generator=g, device=dev) * 5
-    x = 10 + amp * torch.sin(2 * math.pi * t / _random_periods(n, g) + phase)
-    return x + 0.05 * amp * torch.randn(n, length, generator=g, device=dev)
+    t = time_grid(length, g.device)
+    period, phase, amp = uniform(n, g, 8.0, 308.0), uniform(n, g, 0.0, 2 * math.pi), uniform(n, g, 0.5, 5.5)
+    return 10 + amp * torch.sin(2 * math.pi * t / period + phase) + 0.05 * amp * normal(g, n, length)
 
 
 def harmonics(n: int, length: int, g: torch.Generator) -> torch.Tensor:
     """The shape prior: level 10, amplitude 0.5-5.5, period 8-308, 1-6 harmonics (amplitude ~ U(0, 1) / k, random
-    phases; the first always present), scaled to a peak of 1 before the amplitude, 5% noise."""
-    dev = g.device
-    t = torch.arange(length, device=dev, dtype=torch.float32)
-    k = torch.arange(1, MAX_HARMONICS + 1, device=dev, dtype=torch.float32)
-    count = torch.randint(1, MAX_HARMONICS + 1, (n, 1), generator=g, device=dev)
-    weights = torch.rand(n, MAX_HARMONICS, generator=g, device=dev) / k * (k <= count)
+    phases; the first always present), scaled to a peak of 1 before the amplitude, 5% noise. (Not
+    :func:`~tsfm.pipelines.data.priors.common.random_season`, whose normal coefficients and fixed harmonic count
+    make other shapes: the probe's recorded numbers come from this one.)"""
+    t = time_grid(length, g.device)[:, :, None]
+    k = torch.arange(1, MAX_HARMONICS + 1, device=g.device, dtype=torch.float32)
+    count = randint(n, g, 1, MAX_HARMONICS + 1)
+    weights = uniform(n, g, 0.0, 1.0, MAX_HARMONICS) / k * (k <= count)
     weights[:, 0] = weights[:, 0].clamp(min=0.2)
-    phase = torch.rand(n, MAX_HARMONICS, generator=g, device=dev) * 2 * math.pi
-    angle = 2 * math.pi * t[None, :, None] * k / _random_periods(n, g)[:, :, None] + phase[:, None, :]
+    phase = uniform(n, g, 0.0, 2 * math.pi, MAX_HARMONICS)
+    angle = 2 * math.pi * t * k / uniform(n, g, 8.0, 308.0)[:, :, None] + phase[:, None, :]
     shape = (weights[:, None, :] * torch.sin(angle)).sum(-1)
     shape = shape / shape.abs().amax(1, keepdim=True)
-    amp = 0.5 + torch.rand(n, 1, generator=g, device=dev) * 5
-    return 10 + amp * shape + 0.05 * amp * torch.randn(n, length, generator=g, device=dev)
+    amp = uniform(n, g, 0.5, 5.5)
+    return 10 + amp * shape + 0.05 * amp * normal(g, n, length)
 
 
 def test_series(prior: str, period: int, length: int, rng: np.random.Generator) -> np.ndarray:

@@ -90,8 +90,7 @@ hourly and finer, the held-out series mostly monthly and coarser, so the loss is
 
 def _dataset_bands(root: Path, names: list[str]) -> dict[str, str]:
     """Each dataset's frequency band, from the ``freq`` of its first stored series."""
-    return {name: "frequency: " + FREQUENCY_BANDS.get(normalise_freq(next(iter_entries(root / name))["freq"]),
-                                                      "other")
+    return {name: FREQUENCY_BANDS.get(normalise_freq(next(iter_entries(root / name))["freq"]), "other")
             for name in names}
 
 
@@ -146,9 +145,9 @@ def window_groups(batches: list[Batch], frequency_bands: list[str] | None = None
               & (periods < 24), "a period of 24+ steps": periods >= 24, "no period found": periods == 0,
               **{band: (observed >= low) & (observed < high) for band, (low, high) in CONTEXT_BANDS.items()}}
     if frequency_bands is not None:
-        order = [*dict.fromkeys(f"frequency: {band}" for band in FREQUENCY_BANDS.values()), "frequency: other"]
+        order = [*dict.fromkeys(FREQUENCY_BANDS.values()), "other"]
         for band in sorted(set(frequency_bands), key=order.index):
-            groups[band] = torch.tensor([b == band for b in frequency_bands])
+            groups[f"frequency: {band}"] = torch.tensor([b == band for b in frequency_bands])
     return groups
 
 

@@ -192,7 +192,7 @@ def prepare_df(
         for i, (stamps_i, (a, b)) in enumerate(zip(per_series, bounds, strict=True))
     ]
     if fill:
-        _warn_if_sparse(targets, [b - a for a, b in bounds], offset, per_series, item_ids)
+        _warn_if_sparse(targets, per_series, offset, item_ids)
     last = stamps[[b - 1 for _, b in bounds]]
     return PreparedSeries(item_ids=item_ids, targets=targets, last_timestamps=last, freq=offset)
 
@@ -380,15 +380,15 @@ def infer_common_freq(per_series: Sequence[pd.DatetimeIndex], item_ids: Sequence
     return next(iter(found))
 
 
-def _warn_if_sparse(targets: list[np.ndarray], observed_rows: list[int], offset: pd.offsets.BaseOffset,
-                    per_series: list[pd.DatetimeIndex], item_ids: pd.Index) -> None:
+def _warn_if_sparse(targets: list[np.ndarray], per_series: list[pd.DatetimeIndex], offset: pd.offsets.BaseOffset,
+                    item_ids: pd.Index) -> None:
     """Warn when ``freq`` left most grid steps without a row (``SPARSE_GRID_SHARE``), naming the sparsest series
     and its most common step, which is usually the frequency the user meant."""
     steps = sum(len(t) for t in targets)
-    filled = steps - sum(observed_rows)
+    filled = steps - sum(len(stamps) for stamps in per_series)
     if filled <= SPARSE_GRID_SHARE * steps:
         return
-    worst = int(np.argmax([1 - rows / len(t) for rows, t in zip(observed_rows, targets, strict=True)]))
+    worst = int(np.argmin([len(stamps) / len(t) for stamps, t in zip(per_series, targets, strict=True)]))
     gaps = pd.Series(np.diff(per_series[worst].asi8))
     common = f"; its rows are most often {pd.Timedelta(int(gaps.mode()[0]))} apart" if len(gaps) else ""
     warnings.warn(
