@@ -20,6 +20,7 @@ import numpy as np
 
 from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 from tsfm.pipelines.evaluate.configs import config_keys, select_configs
+from tsfm.pipelines.evaluate.errors import EvaluationError
 from tsfm.pipelines.evaluate.models import eval_model
 
 QUANTILE_BAND = (0.1, 0.9)
@@ -69,10 +70,13 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    dataset, inputs, labels = test_windows(args.benchmark, args.config)
-    shown = min(args.windows, len(inputs))
-    inputs, labels = inputs[:shown], labels[:shown]
-    bands = {model: forecast_bands(model, dataset, inputs) for model in args.models}
+    try:
+        dataset, inputs, labels = test_windows(args.benchmark, args.config)
+        shown = min(args.windows, len(inputs))
+        inputs, labels = inputs[:shown], labels[:shown]
+        bands = {model: forecast_bands(model, dataset, inputs) for model in args.models}
+    except EvaluationError as err:  # a bad benchmark, configuration or model: one line, no traceback
+        raise SystemExit(f"error: {err}") from None
     truths = [np.asarray(label["target"], dtype=float) for label in labels]
     maes = {model: [np.nanmean(np.abs(band[i][1] - truths[i])) for i in range(shown)] for model, band in bands.items()}
 

@@ -1,0 +1,63 @@
+"""``scripts/plot_benchmark_windows.py`` draws a configuration's test windows and scores each model on them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tsfm.pipelines.data.gift_format import write_dataset
+from tsfm.pipelines.evaluate.configs import BENCHMARK_FILE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three clean daily cycles of hourly data: Seasonal Naive is nearly exact there, Naive is not."""
+    root = tmp_path_factory.mktemp("bench")
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    entries = [
+        {"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": "H",
+         "target": (10 + 3 * np.sin(2 * np.pi * t / 24) + 0.05 * rng.standard_normal(400)).astype(np.float32)}
+        for i in range(3)
+    ]
+    write_dataset(root / "synth" / "H", entries)
+    listing = {"configurations": [{"dataset": "synth/H", "term": "short", "key": "synth/H/short"}]}
+    (root / BENCHMARK_FILE).write_text(json.dumps(listing))
+    return root
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_benchmark_windows.py"), *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_draws_the_windows_and_scores_each_model(bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "windows.png"
+    done = _run("synth/H/short", "seasonal_naive", "naive", "--benchmark", str(bench), "--out", str(out),
+                "--windows", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    maes = {m: [float(v) for v in values.split()]
+            for m, values in re.findall(r"^(\w+): MAE per window (.+)$", done.stdout, flags=re.M)}
+    assert set(maes) == {"seasonal_naive", "naive"} and all(len(v) == 2 for v in maes.values())
+    assert max(maes["seasonal_naive"]) < 0.2 < min(maes["naive"])
+
+
+def test_bad_configuration_and_window_count_are_refused(bench: Path, tmp_path: Path) -> None:
+    unknown = _run("synth/H/long", "naive", "--benchmark", str(bench), "--out", str(tmp_path / "a.png"))
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stderr
+    assert "unknown configuration 'synth/H/long'" in unknown.stderr
+    zero = _run("synth/H/short", "naive", "--benchmark", str(bench), "--out", str(tmp_path / "b.png"), "--windows", "0")
+    assert zero.returncode == 2 and "--windows must be at least 1" in zero.stderr
+    assert not (tmp_path / "a.png").exists() and not (tmp_path / "b.png").exists()
