@@ -26,7 +26,7 @@ from tsfm.pipelines.evaluate.models import eval_model
 QUANTILE_BAND = (0.1, 0.9)
 
 
-def test_windows(benchmark: str, key: str) -> tuple[GiftEvalDataset, list[dict[str, Any]], list[dict[str, Any]]]:
+def benchmark_windows(benchmark: str, key: str) -> tuple[GiftEvalDataset, list[dict[str, Any]], list[dict[str, Any]]]:
     """The configuration ``key`` of ``benchmark`` and its test windows (gluonts inputs and labels)."""
     chosen = select_configs(benchmark, [key])
     if len(chosen) != 1:
@@ -71,7 +71,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     try:
-        dataset, inputs, labels = test_windows(args.benchmark, args.config)
+        dataset, inputs, labels = benchmark_windows(args.benchmark, args.config)
         shown = min(args.windows, len(inputs))
         inputs, labels = inputs[:shown], labels[:shown]
         bands = {model: forecast_bands(model, dataset, inputs) for model in args.models}
