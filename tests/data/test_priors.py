@@ -15,6 +15,7 @@ from tsfm.pipelines.data.priors.kernel_synth import circulant_paths, kernel_synt
 from tsfm.pipelines.data.priors.level_shift import level_shift
 from tsfm.pipelines.data.priors.oscillator import oscillator
 from tsfm.pipelines.data.priors.random_walk import random_walk
+from tsfm.pipelines.data.priors.repeat import repeat
 from tsfm.pipelines.data.priors.sde import gbm_paths, ou_paths
 from tsfm.pipelines.data.priors.seasonal import seasonal
 from tsfm.pipelines.data.priors.short import short
@@ -227,6 +228,21 @@ def test_random_walks_have_uncorrelated_steps_and_persistent_levels():
     smooth = random_walk(100, LENGTH, gen(), kinds=("integrated",))
     assert float((autocorrelation(smooth.diff(dim=1), 1) > 0.9).float().mean()) > 0.9
     assert (random_walk(50, LENGTH, gen(), kinds=("reflected",)) >= 0).all()
+
+
+def _exact_period(row: torch.Tensor) -> int | None:
+    """The smallest lag at which ``row`` repeats bit for bit, or None."""
+    return next((q for q in range(1, row.shape[0] // 2 + 1) if torch.equal(row[q:], row[:-q])), None)
+
+
+def test_repeat_series_repeat_one_cycle_exactly_and_noisy_ones_do_not():
+    exact = repeat(32, LENGTH, gen(), noisy_share=0.0)
+    periods = [_exact_period(row) for row in exact]
+    assert all(p is not None and 2 <= p <= LENGTH // 2 for p in periods)
+    assert len(set(periods)) > 5  # calendar and drawn periods, not one
+    assert all(row.std() > 0 for row in exact)  # a cycle, not a constant
+    noisy = repeat(32, LENGTH, gen(), noisy_share=1.0)
+    assert all(_exact_period(row) is None for row in noisy)
 
 
 def test_sample_priors_fills_the_batch_sampler_pool_deterministically():

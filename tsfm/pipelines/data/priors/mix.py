@@ -21,6 +21,7 @@ from .kernel_synth import kernel_synth
 from .level_shift import level_shift
 from .oscillator import oscillator
 from .random_walk import random_walk
+from .repeat import repeat
 from .sde import sde
 from .seasonal import seasonal
 from .short import short
@@ -44,11 +45,13 @@ PRIORS: dict[str, Prior] = {
     "waves": waves,
     "oscillator": oscillator,
     "random_walk": random_walk,
+    "repeat": repeat,
 }
 
 #: Default shares (normalised when used). KernelSynth and calendar seasonality carry most of the signal (the
 #: benchmark is mostly seasonal, its weakest spots 5-minute and hourly data); the others add the shapes a GP prior
-#: rarely produces and the benchmark has (counts, short yearly-like histories, steps, spikes, walks).
+#: rarely produces and the benchmark has (counts, short yearly-like histories, steps, spikes, walks). ``repeat`` (exact
+#: cycles) is opt-in (``--prior-mix repeat=SHARE``) until a run with it has been judged on validation.
 DEFAULT_PRIOR_MIX: dict[str, float] = {
     "kernel_synth": 0.22,
     "seasonal": 0.22,
