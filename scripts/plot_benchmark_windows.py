@@ -4,10 +4,12 @@ loses where it loses.
 A normalised geometric mean says *that* a configuration is bad (``yosemite_temps/5T`` at 1.6-2.4 x Seasonal Naive);
 this picture says *how* (a late cycle, a low peak, a jump at a patch boundary). One panel per test window: the last
 ``--history`` steps of the context, the truth, and each model's median with its 10-90% band. The title of each panel
-gives every model's MAE on that window, so the picture and the score can be read together.
+gives every model's MASE on that window (MAE over the context's in-sample seasonal-naive error, as GIFT-Eval scales
+it), so the picture and the score can be read together. ``--worst`` shows the windows where the first model loses
+most to the last one instead of the first windows: where a configuration's mean comes from.
 
     PYTHONPATH=. python scripts/plot_benchmark_windows.py yosemite_temps/5T/medium default runs/x/model \
-        seasonal_naive --benchmark data/benchmark --out yosemite_medium.png [--windows 4] [--history 576]
+        seasonal_naive --benchmark data/benchmark --out yosemite_medium.png [--windows 4] [--history 576] [--worst]
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ def forecast_bands(model: str, dataset: GiftEvalDataset, inputs: list[dict[str, 
     return np.stack([[f.quantile(q) for q in levels] for f in predictor.predict(inputs)])
 
 
+def seasonal_error(context: np.ndarray, season: int) -> float:
+    """Mean absolute ``season``-step difference of the context (1-step when it is not longer than a season): MASE's
+    scale, as gluonts computes it."""
+    lag = season if len(context) > season else 1
+    return float(np.nanmean(np.abs(context[lag:] - context[:-lag])))
+
+
 def short_name(model: str) -> str:
     """``runs/x/model`` -> ``x``; built-in names and baselines stay as given."""
     path = Path(model)
@@ -59,11 +68,18 @@ def main() -> None:
     parser.add_argument("models", nargs="+", help="'default', checkpoint folders, or baselines (seasonal_naive)")
     parser.add_argument("--benchmark", required=True, help="built by `tsfm data build-benchmark`")
     parser.add_argument("--out", required=True, help="PNG file to write")
-    parser.add_argument("--windows", type=int, default=4, help="panels: the first N test windows (default 4)")
+    parser.add_argument("--windows", type=int, default=4, help="panels: N test windows (default 4)")
+    parser.add_argument(
+        "--worst",
+        action="store_true",
+        help="the N windows where the first model's MASE exceeds the last model's most (default: the first N)",
+    )
     parser.add_argument("--history", type=int, default=576, help="context steps shown before each window")
     args = parser.parse_args()
     if args.windows < 1:
         parser.error(f"--windows must be at least 1, got {args.windows}")
+    if args.worst and len(args.models) < 2:
+        parser.error("--worst compares the first model with the last: give at least two models")
 
     import matplotlib
 
@@ -72,17 +88,26 @@ def main() -> None:
 
     try:
         dataset, inputs, labels = benchmark_windows(args.benchmark, args.config)
-        shown = min(args.windows, len(inputs))
-        inputs, labels = inputs[:shown], labels[:shown]
+        if not args.worst:  # only the shown windows need forecasts
+            inputs, labels = inputs[: args.windows], labels[: args.windows]
         bands = {model: forecast_bands(model, dataset, inputs) for model in args.models}
     except EvaluationError as err:  # a bad benchmark, configuration or model: one line, no traceback
         raise SystemExit(f"error: {err}") from None
     truths = [np.asarray(label["target"], dtype=float) for label in labels]
-    maes = {model: [np.nanmean(np.abs(band[i][1] - truths[i])) for i in range(shown)] for model, band in bands.items()}
+    scales = np.array([seasonal_error(np.asarray(c["target"], dtype=float), dataset.season_length) for c in inputs])
+    maes = {
+        m: np.array([np.nanmean(np.abs(b[i][1] - truths[i])) for i in range(len(truths))]) for m, b in bands.items()
+    }
+    mases = {m: mae / scales for m, mae in maes.items()}
+    first, last = args.models[0], args.models[-1]
+    order = np.argsort(-(mases[first] - mases[last]), kind="stable") if args.worst else np.arange(len(truths))
+    chosen = order[: args.windows]
+    shown = len(chosen)
 
     fig, axes = plt.subplots(shown, 1, figsize=(12, 2.8 * shown), squeeze=False)
-    for i, (ax, context, truth) in enumerate(zip(axes[:, 0], inputs, truths, strict=True)):
-        history = np.asarray(context["target"], dtype=float)[-args.history :]
+    for ax, i in zip(axes[:, 0], chosen, strict=True):
+        truth = truths[i]
+        history = np.asarray(inputs[i]["target"], dtype=float)[-args.history :]
         past = np.arange(-len(history), 0)
         future = np.arange(len(truth))
         ax.plot(past, history, color="black", linewidth=0.8)
@@ -92,14 +117,23 @@ def main() -> None:
             (line,) = ax.plot(future, median, linewidth=1.0, label=short_name(model))
             ax.fill_between(future, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
         ax.axvline(0, color="grey", linewidth=0.6)
-        scores = ", ".join(f"{short_name(m)} {maes[m][i]:.2f}" for m in bands)
-        ax.set_title(f"{dataset.config_key}, window {i + 1}: MAE {scores}", fontsize=9)
+        scores = ", ".join(f"{short_name(m)} {mases[m][i]:.2f}" for m in bands)
+        ax.set_title(f"{dataset.config_key}, window {i + 1}: MASE {scores} (scale {scales[i]:.3g})", fontsize=9)
     axes[0, 0].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")
-    for model, values in maes.items():
-        print(f"{model}: MAE per window " + " ".join(f"{v:.3f}" for v in values))
+    print("windows " + " ".join(str(i + 1) for i in chosen))
+    for model in bands:
+        print(f"{model}: MAE per window " + " ".join(f"{maes[model][i]:.3f}" for i in chosen))
+        print(f"{model}: MASE per window " + " ".join(f"{mases[model][i]:.3f}" for i in chosen))
+    if args.worst:
+        excess = mases[first] - mases[last]
+        top = excess[chosen].sum() / excess.sum() if excess.sum() > 0 else float("nan")
+        print(
+            f"{short_name(first)} - {short_name(last)} MASE, summed over all {len(excess)} windows: "
+            f"{excess.sum():.2f}; share of the {shown} shown: {top:.2f}"
+        )
 
 
 if __name__ == "__main__":

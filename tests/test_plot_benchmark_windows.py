@@ -48,10 +48,29 @@ def test_draws_the_windows_and_scores_each_model(bench: Path, tmp_path: Path) ->
                 "--windows", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    maes = {m: [float(v) for v in values.split()]
-            for m, values in re.findall(r"^(\w+): MAE per window (.+)$", done.stdout, flags=re.M)}
+    maes = _per_window(done.stdout, "MAE")
     assert set(maes) == {"seasonal_naive", "naive"} and all(len(v) == 2 for v in maes.values())
     assert max(maes["seasonal_naive"]) < 0.2 < min(maes["naive"])
+
+
+def test_worst_ranks_every_window_and_its_mase_is_gift_evals(bench: Path, tmp_path: Path) -> None:
+    """Over all windows, the mean of the printed per-window MASE is what `tsfm evaluate` reports (MASE[0.5]), and
+    --worst lists the windows by how much the first model loses to the last."""
+    from tsfm.pipelines.evaluate import evaluate
+
+    done = _run("synth/H/short", "naive", "seasonal_naive", "--benchmark", str(bench), "--out",
+                str(tmp_path / "w.png"), "--windows", "50", "--worst")
+    assert done.returncode == 0, done.stderr[-3000:]
+    mases = _per_window(done.stdout, "MASE")
+    excess = np.array(mases["naive"]) - np.array(mases["seasonal_naive"])
+    assert len(excess) == 3 and np.all(np.diff(excess) <= 0)
+    reported = evaluate(["seasonal_naive"], bench, progress=False)["seasonal_naive"]["rows"].iloc[0]
+    assert np.mean(mases["seasonal_naive"]) == pytest.approx(reported["eval_metrics/MASE[0.5]"], rel=1e-3)
+
+
+def _per_window(printed: str, metric: str) -> dict[str, list[float]]:
+    return {m: [float(v) for v in values.split()]
+            for m, values in re.findall(rf"^(\w+): {metric} per window (.+)$", printed, flags=re.M)}
 
 
 def test_bad_configuration_and_window_count_are_refused(bench: Path, tmp_path: Path) -> None:
@@ -60,4 +79,6 @@ def test_bad_configuration_and_window_count_are_refused(bench: Path, tmp_path: P
     assert "unknown configuration 'synth/H/long'" in unknown.stderr
     zero = _run("synth/H/short", "naive", "--benchmark", str(bench), "--out", str(tmp_path / "b.png"), "--windows", "0")
     assert zero.returncode == 2 and "--windows must be at least 1" in zero.stderr
-    assert not (tmp_path / "a.png").exists() and not (tmp_path / "b.png").exists()
+    alone = _run("synth/H/short", "naive", "--benchmark", str(bench), "--out", str(tmp_path / "c.png"), "--worst")
+    assert alone.returncode == 2 and "--worst compares the first model with the last" in alone.stderr
+    assert not any((tmp_path / name).exists() for name in ("a.png", "b.png", "c.png"))
