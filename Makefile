@@ -89,7 +89,10 @@ train-small: $(STAMP)
 	OMP_NUM_THREADS=2 $(VENV)/bin/tsfm train --init-from runs/small3/model --steps 20000 --batch-size 64 \
 		--learning-rate 4e-4 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
 		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 3 --max-minutes 40 --out runs/small4
-	cp runs/small4/model/config.json runs/small4/model/model.safetensors tsfm/models/small/
+	OMP_NUM_THREADS=1 $(VENV)/bin/tsfm train --init-from runs/small4/model --steps 3000 --batch-size 64 \
+		--learning-rate 2e-4 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
+		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 5 --max-minutes 14 --out runs/small-ctl
+	cp runs/small-ctl/model/config.json runs/small-ctl/model/model.safetensors tsfm/models/small/
 
 train-default-cpu: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
