@@ -18,7 +18,8 @@ from .common import bernoulli, constant, log_uniform, normal, randint, random_sc
 
 __all__ = ["CALENDAR_PERIODS", "repeat"]
 
-#: Periods of the calendar at the benchmark's frequencies (weekly days, monthly, hourly and sub-hourly days, weeks).
+#: Calendar periods: a week of days, a year of months or weeks, a day of hours or of 30/15/10/5 minutes, a week
+#: of hours.
 CALENDAR_PERIODS: tuple[int, ...] = (7, 12, 24, 48, 52, 96, 144, 168, 288)
 
 
