@@ -50,10 +50,11 @@ def forecast_bands(model: str, dataset: GiftEvalDataset, inputs: list[dict[str, 
 
 
 def seasonal_error(context: np.ndarray, season: int) -> float:
-    """Mean absolute ``season``-step difference of the context (1-step when it is not longer than a season): MASE's
-    scale, as gluonts computes it."""
-    lag = season if len(context) > season else 1
-    return float(np.nanmean(np.abs(context[lag:] - context[:-lag])))
+    """MASE's scale for one window: gluonts' own seasonal error of the context, NaN masked, as ``evaluate_model``
+    computes it (so per-window MASE averages to ``tsfm evaluate``'s MASE[0.5])."""
+    from gluonts.ev.ts_stats import seasonal_error as gluonts_seasonal_error
+
+    return float(gluonts_seasonal_error(np.ma.masked_invalid(context), seasonality=season, time_axis=-1).item())
 
 
 def short_name(model: str) -> str:
