@@ -7,7 +7,8 @@ script runs only the tsfm models (on the GPU when there is one), writes ``OUT/<n
 the same format, and prints the normalised geometric means and how many configurations beat Seasonal Naive.
 
     PYTHONPATH=. python3 scripts/eval_checkpoints.py runs/a/model runs/b/model --benchmark data/benchmark \
-        --out $OUT/eval [--configs m4_hourly/H/short ...] [--device cuda]
+        --out $OUT/eval [--configs m4_hourly/H/short ...] [--device cuda] \
+        [--decoding autoregressive] [--infer-nonnegative on]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tsfm.pipelines.evaluate import (
     result_row,
     select_configs,
     summarise,
-    with_decoding,
+    with_inference,
 )
 
 NORMALISER = Path(__file__).resolve().parents[1] / "reports/results/seasonal_naive/all_results.csv"
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None)
     parser.add_argument("--decoding", choices=DECODINGS, default=None,
                         help="score with this decoding instead of the one in each checkpoint's config.json")
+    parser.add_argument("--infer-nonnegative", choices=("on", "off"), default=None,
+                        help="clamp forecasts of never-negative series at 0 (on) or not (off), instead of what each "
+                             "checkpoint's config.json says")
     parser.add_argument("--context-length", type=int, default=None,
                         help="last steps of each series the model reads (default: the model's own)")
     args = parser.parse_args(argv)
@@ -60,9 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     baseline = read_results(args.normaliser)
     summary = {}
     scratch = Path(tempfile.mkdtemp(prefix="eval_checkpoints_"))
+    settings: dict[str, object] = {}  # inference-only fields overridden for every model
+    if args.decoding is not None:
+        settings["decoding"] = args.decoding
+    if args.infer_nonnegative is not None:
+        settings["infer_nonnegative"] = args.infer_nonnegative == "on"
     for spec, name in zip(args.models, names, strict=True):
-        if args.decoding is not None:
-            spec = str(with_decoding(spec, args.decoding, scratch / name))
+        if settings:
+            spec = str(with_inference(spec, scratch / name, **settings))
         runner = eval_model(spec, batch_size=args.batch_size, device=args.device)
         rows, started = [], time.perf_counter()
         for dataset, term in chosen:

@@ -37,6 +37,7 @@ from tsfm.pipelines.evaluate import (
     normalise,
     select_configs,
     summarise,
+    with_inference,
 )
 from tsfm.pipelines.predictor import QUANTILE_LEVELS, TsfmPredictor
 
@@ -283,6 +284,24 @@ def test_bad_benchmark_config_and_model(tmp_path: Path, bench: Path) -> None:
     with pytest.raises(UnknownModelError, match="auto_arima"):
         eval_model("no-such-model")
 
+
+
+def test_with_inference_overrides_only_inference_fields(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The copy reads the same weights with the settings changed; anything but an inference field, or a bad value,
+    fails before a folder is made."""
+    copy = with_inference(tiny_model_dir, tmp_path / "copy", decoding="autoregressive", infer_nonnegative=True)
+    model = json.loads((copy / "config.json").read_text())["model"]
+    original = json.loads((tiny_model_dir / "config.json").read_text())["model"]
+    assert (model["decoding"], model["infer_nonnegative"]) == ("autoregressive", True)
+    assert {k: v for k, v in model.items() if k not in ("decoding", "infer_nonnegative")} == {
+        k: v for k, v in original.items() if k not in ("decoding", "infer_nonnegative")}
+    weights = sorted(f.name for f in tiny_model_dir.iterdir() if f.name != "config.json")
+    assert weights and all((copy / name).resolve() == (tiny_model_dir / name).resolve() for name in weights)
+    with pytest.raises(ValueError, match="not d_model"):
+        with_inference(tiny_model_dir, tmp_path / "bad", d_model=8)
+    with pytest.raises(ValueError, match="decoding"):
+        with_inference(tiny_model_dir, tmp_path / "bad", decoding="sideways")
+    assert not (tmp_path / "bad").exists()
 
 def test_gift_eval_root_with_some_datasets(tmp_path: Path) -> None:
     """A GIFT-Eval download (no benchmark.json) gets the official configurations of the folders it has."""

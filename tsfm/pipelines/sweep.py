@@ -204,7 +204,7 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
     """Train one run (resuming it if interrupted), score its validation-chosen checkpoint zero-shot, and return
     one row per benchmark configuration."""
     from tsfm.pipelines.data.corpus import load_corpus
-    from tsfm.pipelines.evaluate import with_decoding
+    from tsfm.pipelines.evaluate import with_inference
     from tsfm.pipelines.train import is_main_process, train
 
     model_config, train_config = _configs(run, settings)
@@ -224,7 +224,7 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
     for decoding in settings.decodings:  # one set of weights, scored with each decoding (masked suits some mixers)
         scored = run_dir / f"model-{decoding}"
         if not scored.exists():
-            with_decoding(model_path, decoding, scored)
+            with_inference(model_path, scored, decoding=decoding)
         rows += [{"decoding": decoding, **row} for row in score_checkpoint(
             scored, run.name, settings.benchmark, settings.normaliser, configs=settings.configs)]
     common = {

@@ -24,7 +24,7 @@ tables and plots :mod:`tsfm.pipelines.report`.
 from .aggregate import NORMALISER, geometric_mean, normalise, summarise
 from .configs import config_keys, select_configs
 from .errors import BenchmarkError, EvaluationError, UnknownConfigError, UnknownModelError
-from .models import EvalModel, eval_model, with_decoding
+from .models import EvalModel, eval_model, with_inference
 from .protocol import (
     CRPS,
     DOMAINS,
@@ -67,5 +67,5 @@ __all__ = [
     "result_row",
     "select_configs",
     "summarise",
-    "with_decoding",
+    "with_inference",
 ]

@@ -83,17 +83,23 @@ def _provenance(spec: str) -> dict[str, Any]:
     return {"weights_sha256": digest, "training_command": training.get("command")}
 
 
-def with_decoding(spec: str | Path, decoding: str, folder: Path) -> Path:
-    """A copy of checkpoint ``spec`` whose config.json names ``decoding`` (weights linked, not copied), in the new
-    ``folder``: scoring one set of weights with each decoding, since a checkpoint's config chooses its decoding."""
+def with_inference(spec: str | Path, folder: Path, **settings: Any) -> Path:
+    """A copy of checkpoint ``spec`` whose config.json sets the inference-only ``settings`` (``decoding``,
+    ``infer_nonnegative``; weights linked, not copied), in the new ``folder``: scoring one set of weights with each
+    decoding, or with the non-negative clamp on and off, since a checkpoint's config chooses both."""
     from tsfm.checkpoint import resolve_model_path
+    from tsfm.config import INFERENCE_FIELDS, ModelConfig
 
+    unknown = sorted(set(settings) - set(INFERENCE_FIELDS))
+    if unknown:
+        raise ValueError(f"with_inference sets only {', '.join(INFERENCE_FIELDS)}, not {', '.join(unknown)}")
     source = resolve_model_path(spec)
+    config = json.loads((source / "config.json").read_text())
+    config["model"].update(settings)
+    ModelConfig.from_dict(config["model"])  # a bad value fails here, before the folder exists
     folder.mkdir(parents=True)
     for file in source.iterdir():
         if file.name != "config.json":
             (folder / file.name).symlink_to(file.resolve())
-    config = json.loads((source / "config.json").read_text())
-    config["model"]["decoding"] = decoding
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return folder
