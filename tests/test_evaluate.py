@@ -35,6 +35,7 @@ from tsfm.pipelines.evaluate import (
     evaluate,
     geometric_mean,
     normalise,
+    paired_ratio_interval,
     select_configs,
     summarise,
     with_inference,
@@ -251,6 +252,22 @@ def test_geometric_mean_known_values() -> None:
         with pytest.raises(ValueError):
             geometric_mean(bad)
 
+
+
+def test_paired_ratio_interval_separates_a_clear_gain_from_noise() -> None:
+    rng = np.random.default_rng(1)
+    reference = rng.uniform(0.5, 2.0, 40)
+    clear = reference * 0.8 * np.exp(rng.normal(0, 0.05, 40))  # 20% lower everywhere, a little noise
+    ratio, low, high = paired_ratio_interval(clear, reference)
+    assert ratio == pytest.approx(geometric_mean(clear) / geometric_mean(reference))
+    assert low < 0.8 < high < 1.0
+    mixed = reference * np.where(np.arange(40) % 2 == 0, 0.5, 2.0)  # halves half of them, doubles the rest
+    ratio, low, high = paired_ratio_interval(mixed, reference)
+    assert ratio == pytest.approx(1.0) and low < 1.0 < high
+    assert paired_ratio_interval(reference * 0.9, reference) == pytest.approx((0.9, 0.9, 0.9))
+    for scores, ref in (([1.0, 2.0], [1.0]), ([1.0], [1.0]), ([1.0, 0.0], [1.0, 1.0]), ([1.0, np.nan], [1.0, 2.0])):
+        with pytest.raises(ValueError):
+            paired_ratio_interval(scores, ref)
 
 def test_normalise_and_summarise_per_term() -> None:
     rows = [

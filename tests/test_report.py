@@ -79,6 +79,19 @@ def test_report_renders_markdown_and_pngs(tmp_path: Path) -> None:
     assert set(norm.columns) == {"dataset", "model", "term", "MASE", "CRPS"}
 
 
+
+def test_report_pairs_models_against_a_reference(tmp_path: Path) -> None:
+    results = write_results(tmp_path / "results", KNOWN)
+    write_report([results], tmp_path / "out", name="demo", reference="naive")
+    text = (tmp_path / "out" / "demo.md").read_text()
+    assert "## Paired against `naive`" in text
+    # better / naive per configuration: 0.25, 0.5, 1.0 -> geometric mean 0.5 on both metrics
+    assert "| better | 0.500 [" in text and "| seasonal_naive | 0.630 [" in text
+    assert "| naive | 0.5" not in text  # the reference is not paired with itself
+    with pytest.raises(EvaluationError, match="'nope' has no results"):
+        write_report([results], tmp_path / "out2", reference="nope")
+    assert not (tmp_path / "out2").exists()
+
 def test_report_needs_seasonal_naive(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results", [r for r in KNOWN if r[1] != "seasonal_naive"])
     with pytest.raises(EvaluationError, match="seasonal_naive"):
@@ -119,6 +132,8 @@ def test_cli_report_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     results = write_results(tmp_path / "results", [r for r in KNOWN if r[1] != "seasonal_naive"])
     assert main(["report", "--results", str(results), "--out", str(tmp_path)]) == 2
     assert "normaliser" in capsys.readouterr().err
+    assert main(["report", "--sweep", str(tmp_path / "results.csv"), "--reference", "default"]) == 2
+    assert "--reference apply to --results" in capsys.readouterr().err
 
 
 def test_published_values_say_which_configurations_share_the_data() -> None:

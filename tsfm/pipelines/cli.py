@@ -341,6 +341,9 @@ def patterns_command(args: argparse.Namespace) -> int:
         help="models drawn in the forecast examples (default: the best baseline and the tsfm models)"),
     arg("--title", default=None, help="report title (default: '<NAME> report')"),
     arg("--note", action="append", default=[], metavar="TEXT", help="a paragraph to add under the title (repeatable)"),
+    arg("--reference", default=None, metavar="MODEL",
+        help="add every other model's geometric-mean ratio to this model, with 95%% bootstrap intervals over "
+             "configurations (is a difference larger than the benchmark can resolve?)"),
     DEVICE_ARG,
 )
 def report_command(args: argparse.Namespace) -> int:
@@ -358,7 +361,7 @@ def report_command(args: argparse.Namespace) -> int:
     try:
         written = write_report(
             args.results, args.out, name=args.name, benchmark=args.benchmark, example_models=args.example_models,
-            device=args.device, title=args.title, command=_command_line(), notes=args.note,
+            device=args.device, title=args.title, command=_command_line(), notes=args.note, reference=args.reference,
         )
     except EvaluationError as err:
         raise CommandError(str(err)) from None
@@ -373,8 +376,8 @@ def _sweep_report(args: argparse.Namespace) -> int:
         from tsfm.pipelines.sweep_report import SweepReportError, write_sweep_report
     except ImportError as err:
         raise CommandError(f"reports need the eval extra (pip install 'tsfm[eval]'): {err}") from None
-    if args.benchmark is not None or args.example_models is not None:
-        raise CommandError("--benchmark and --example-models apply to --results reports, not to --sweep")
+    if args.benchmark is not None or args.example_models is not None or args.reference is not None:
+        raise CommandError("--benchmark, --example-models and --reference apply to --results reports, not to --sweep")
     name = "sweep" if args.name == "report" else args.name
     try:
         written = write_sweep_report(args.sweep, args.out, name=name, notes=args.note, command=_command_line(),

@@ -37,6 +37,7 @@ from .evaluate import (
     config_keys,
     eval_model,
     normalise,
+    paired_ratio_interval,
     read_results,
     select_configs,
     summarise,
@@ -107,8 +108,10 @@ def markdown_report(
     images: Sequence[str] = (),
     command: str | None = None,
     notes: Sequence[str] = (),
+    reference: str | None = None,
 ) -> str:
-    """The Markdown text of a report (see the module docstring); ``notes`` are paragraphs added after the intro."""
+    """The Markdown text of a report (see the module docstring); ``notes`` are paragraphs added after the intro;
+    ``reference`` adds every other model's paired ratio to that model, with bootstrap intervals."""
     models = model_order(results["model"])
     base = results[results["model"] == NORMALISER]
     norm = normalise(results, base)
@@ -197,9 +200,40 @@ def markdown_report(
     ]
     out += [*markdown_table(["model", *(f"vs {b}" for b in baselines)], rows), ""]
 
+    if reference is not None:
+        out += _paired_section(norm, models, reference)
     out += _anchors_section(results)
     out += _runs_section(runs, models, command)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _paired_section(norm: pd.DataFrame, models: Sequence[str], reference: str) -> list[str]:
+    """Each model's geometric mean divided by the reference's over the configurations both scored, with a 95% BCa
+    bootstrap interval over configurations (:func:`tsfm.pipelines.evaluate.paired_ratio_interval`)."""
+    if reference not in set(norm["model"]):
+        raise EvaluationError(f"reference model {reference!r} has no results here; models: {', '.join(models)}")
+    table = norm.pivot_table(index="dataset", columns="model", values=["MASE", "CRPS"], aggfunc="last")
+    rows = []
+    for model in models:
+        if model == reference or model not in set(norm["model"]):
+            continue
+        cells = []
+        for metric in ("MASE", "CRPS"):
+            pair = table[metric][[model, reference]]
+            pair = pair[np.isfinite(pair).all(axis=1) & (pair > 0).all(axis=1)]
+            if len(pair) < 2:
+                cells.append("—")
+                continue
+            ratio, low, high = paired_ratio_interval(pair[model], pair[reference])
+            cells.append(f"{ratio:.3f} [{low:.3f}, {high:.3f}] ({len(pair)})")
+        rows.append([model, *cells])
+    return [
+        f"## Paired against `{reference}`", "",
+        f"Each model's geometric mean over the configurations both scored, divided by `{reference}`'s, with a 95% "
+        "BCa bootstrap interval over configurations (10,000 resamples, seed 0). An interval that contains 1 means "
+        "this benchmark cannot tell the two apart.", "",
+        *markdown_table(["model", "MASE ratio [95%] (configs)", "CRPS ratio [95%] (configs)"], rows), "",
+    ]
 
 
 PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
@@ -405,6 +439,7 @@ def write_report(
     title: str | None = None,
     command: str | None = None,
     notes: Sequence[str] = (),
+    reference: str | None = None,
 ) -> list[Path]:
     """Write ``OUT/NAME.md``, ``OUT/NAME_normalised.csv``, ``OUT/NAME_normalised.png`` and, with a benchmark,
     ``OUT/NAME_examples.png``; returns the paths written.
@@ -422,6 +457,9 @@ def write_report(
             f"the results hold no {NORMALISER} rows; evaluate it too (`tsfm evaluate --model {NORMALISER} ...`): "
             "it is the normaliser"
         )
+    if reference is not None and reference not in set(frame["model"]):
+        raise EvaluationError(f"reference model {reference!r} has no results; models: "
+                              f"{', '.join(model_order(frame['model']))}")
     runs = _runs(results)
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
@@ -440,7 +478,8 @@ def write_report(
     written += images
 
     text = markdown_report(
-        frame, runs, title=title or f"{name} report", images=[p.name for p in images], command=command, notes=notes
+        frame, runs, title=title or f"{name} report", images=[p.name for p in images], command=command, notes=notes,
+        reference=reference,
     )
     md_path = target / f"{name}.md"
     md_path.write_text(text)

@@ -21,7 +21,7 @@ The gluonts adapter is :mod:`tsfm.pipelines.predictor`, the statistical models :
 tables and plots :mod:`tsfm.pipelines.report`.
 """
 
-from .aggregate import NORMALISER, geometric_mean, normalise, summarise
+from .aggregate import NORMALISER, geometric_mean, normalise, paired_ratio_interval, summarise
 from .configs import config_keys, select_configs
 from .errors import BenchmarkError, EvaluationError, UnknownConfigError, UnknownModelError
 from .models import EvalModel, eval_model, with_inference
@@ -63,6 +63,7 @@ __all__ = [
     "gift_eval_metrics",
     "machine",
     "normalise",
+    "paired_ratio_interval",
     "read_results",
     "result_row",
     "select_configs",
