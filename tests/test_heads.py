@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from tsfm.heads import QuantileHead, pinball_loss
+from tsfm.heads import QuantileHead, pinball_loss, quantile_match_loss
 
 
 def test_head_shape():
@@ -23,3 +24,13 @@ def test_pinball_is_minimised_by_the_true_quantile():
     losses = [pinball_loss(torch.full((1, 1, 20000), float(c)), y[None], [0.9]).item() for c in candidates]
     best = candidates[int(torch.tensor(losses).argmin())]
     assert abs(best - torch.quantile(y, 0.9)) < 0.06
+
+
+def test_quantile_match_loss_is_the_mean_distance_over_observed_steps():
+    prediction = torch.zeros(2, 3, 4)  # [B, Q, S]
+    target = torch.tensor([[1.0, float("nan"), 2.0, 3.0], [float("nan")] * 4])
+    assert quantile_match_loss(prediction, prediction.clone(), target).item() == 0.0
+    shifted = prediction.clone()
+    shifted[0] += 0.5  # half a unit on every level and step of the first row ...
+    shifted[1] += 9.0  # ... and nine on the second, whose steps have no target
+    assert quantile_match_loss(prediction, shifted, target).item() == pytest.approx(0.5)

@@ -155,6 +155,36 @@ def test_init_from_starts_from_the_parent_weights_and_keeps_its_provenance(tmp_p
     assert json.loads((fresh / "config.json").read_text())["training"]["parent"] is None
 
 
+
+def test_distillation_mixes_the_data_loss_with_the_teacher_match():
+    """Weight 0 is the plain loss; a student that is its own teacher has no distance to close; the teacher gets no
+    gradient."""
+    torch.manual_seed(0)
+    student, teacher = Forecaster(tiny_model()), Forecaster(tiny_model())
+    context, target = torch.randn(4, 64).cumsum(1), torch.randn(4, 16)
+    plain = student.training_loss(context, target)
+    assert torch.equal(student.training_loss(context, target, teacher=teacher, distill_weight=0.0), plain)
+    assert student.training_loss(context, target, teacher=student, distill_weight=1.0).item() == 0.0
+    half = student.training_loss(context, target, teacher=teacher, distill_weight=0.5)
+    assert half.item() != pytest.approx(0.5 * plain.item())  # the teacher term is not zero for another model
+    half.backward()
+    assert all(p.grad is None for p in teacher.parameters())
+    assert all(p.grad is not None for p in student.parameters() if p.requires_grad)
+
+
+def test_a_distilled_run_records_its_teacher_and_refuses_one_that_does_not_fit(tmp_path):
+    from tsfm.checkpoint import save_model
+
+    common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
+    teacher = save_model(Forecaster(tiny_model()), tmp_path / "teacher")
+    path = train(tiny_model(), tiny_run(teacher=str(teacher), distill_weight=0.3), tmp_path / "run", **common)
+    config = json.loads((path / "config.json").read_text())["training"]["train_config"]
+    assert (config["teacher"], config["distill_weight"]) == (str(teacher), 0.3)
+    other = save_model(Forecaster(dataclasses.replace(tiny_model(), patch_size=16)), tmp_path / "other")
+    with pytest.raises(TrainingError, match="patches of 16"):
+        train(tiny_model(), tiny_run(teacher=str(other)), tmp_path / "bad", **common)
+    assert not (tmp_path / "bad").exists()
+
 def test_validation_windows_do_not_depend_on_the_run_seed():
     """Runs of other seeds are compared (and chosen between) on one validation set."""
     held_out = corpus(6, 1)
@@ -428,6 +458,7 @@ def test_a_batch_size_not_divisible_by_the_devices_is_refused_before_compute(tmp
     ({"prior_mix": {"random_walk": 1.0, "nope": 1.0}}, r"prior_mix: .*unknown: \['nope'\]"),
     ({"prior_mix": {"random_walk": -1.0}}, "prior_mix: .*non-negative"),
     ({"mixup_prob": 1.5}, r"mixup_prob must be in \[0, 1\]"),
+    ({"distill_weight": -0.1}, r"distill_weight must be in \[0, 1\]"),
 ])
 def test_bad_train_config_is_refused(change, match):
     with pytest.raises(TrainingError, match=match):
@@ -536,6 +567,8 @@ def test_common_split_scores_only_what_both_splits_hold_out(tmp_path):
     (["--prior-mix", "random_walk=lots"], "--prior-mix: expected FAMILY=SHARE items"),
     (["--prior-mix", "nope=0.3"], "unknown: ['nope']"),
     (["--full-context-prob", "2"], "full_context_prob must be in [0, 1]"),
+    (["--distill-weight", "0.3"], "--distill-weight needs --teacher"),
+    (["--teacher", "no-such-model"], "teacher 'no-such-model'"),
 ])
 def test_cli_train_refuses_bad_requests(tmp_path, capsys, argv, message):
     assert main(["train", "--out", str(tmp_path / "m"), *argv]) == 2

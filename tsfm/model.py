@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 from tsfm.backbones import build_backbone
 from tsfm.config import DECODINGS, ModelConfig
-from tsfm.heads import QuantileHead, pinball_loss
+from tsfm.heads import QuantileHead, pinball_loss, quantile_match_loss
 from tsfm.mlp import ResidualMLP
 from tsfm.patching import PatchEmbedding, contiguous_patch_mask, patch_tokens, patchify
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
@@ -322,6 +322,8 @@ class Forecaster(nn.Module):
         max_mask_run: int = 4,
         generator: torch.Generator | None = None,
         hidden_patches: torch.Tensor | None = None,
+        teacher: Forecaster | None = None,
+        distill_weight: float = 0.0,
     ) -> torch.Tensor:
         """Pinball loss of next-patch forecasts over the context and the future (DESIGN §2.5).
 
@@ -333,6 +335,10 @@ class Forecaster(nn.Module):
             generator: random source of the mask drawn from ``mask_ratio``.
             hidden_patches: ``[B, T / P]`` bool, patches to hide (True), drawn by the caller; replaces the
                 ``mask_ratio`` draw (the GPU data path draws it with the batch, on the device).
+            teacher: a trained model of the same patch size and levels (knowledge distillation): the loss becomes
+                ``(1 - distill_weight) * pinball + distill_weight * quantile_match_loss`` against the teacher's
+                quantiles for the same tokens, read from the same visible context in the same scale (no gradient).
+            distill_weight: the teacher's share of the loss, in [0, 1].
         Every token's forecast of the following patch is scored wherever that patch has values, so the context
         itself supervises next-patch prediction and the masked future tokens supervise the horizon. The scale is
         fitted on what the model sees (hidden patches excluded), exactly as at inference.
@@ -352,7 +358,13 @@ class Forecaster(nn.Module):
                 raise ValueError(f"hidden_patches must be [{batch}, {num_ctx}], got {tuple(hidden_patches.shape)}")
             visible = context.masked_fill(hidden_patches.repeat_interleave(patch, dim=1), float("nan"))
         out = self(visible, num_future_tokens=num_out_future - 1)
-        return pinball_loss(out.quantiles, self.next_patch_truth(context, target, out.scale), self.quantile_levels)
+        truth = self.next_patch_truth(context, target, out.scale)
+        loss = pinball_loss(out.quantiles, truth, self.quantile_levels)
+        if teacher is None:
+            return loss
+        with torch.no_grad():
+            guide = teacher(visible, num_future_tokens=num_out_future - 1, scale=out.scale).quantiles
+        return (1.0 - distill_weight) * loss + distill_weight * quantile_match_loss(out.quantiles, guide, truth)
 
     def next_patch_truth(self, context: torch.Tensor, target: torch.Tensor, scale: ScaleParams) -> torch.Tensor:
         """``[B, N, P]``: the scaled patch that follows each of the ``N`` tokens of a training forward (context

@@ -79,6 +79,11 @@ if TYPE_CHECKING:
         help="devices trained data-parallel (Lightning DDP, one process each); --batch-size stays the global batch "
              "and must be divisible by N; a run may be resumed on another N (default: 1)"),
     arg("--compile", action="store_true", help="torch.compile the model"),
+    arg("--teacher", default=None, metavar="MODEL",
+        help="distil from this checkpoint (a built-in name or a folder): the loss also matches its quantiles on "
+             "every training window (same patch size and levels; one teacher forward per step)"),
+    arg("--distill-weight", type=float, default=None,
+        help="the teacher's share of the training loss, in [0, 1] (default: 0.5; with --teacher)"),
 )
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
@@ -104,8 +109,11 @@ def train_command(args: argparse.Namespace) -> int:
             pool_size=args.pool_size, prior_mix=_prior_mix(args.prior_mix), seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
             max_minutes=args.max_minutes, compile=args.compile, devices=args.devices,
-            grown_lr_scale=args.grown_lr_scale,
+            grown_lr_scale=args.grown_lr_scale, teacher=args.teacher,
+            distill_weight=0.5 if args.distill_weight is None else args.distill_weight,
         )
+        if args.distill_weight is not None and args.teacher is None:
+            raise CommandError("--distill-weight needs --teacher (the model to distil from)")
         real = validation = None
         mix = "" if train_config.prior_mix is None else f", mix {args.prior_mix}"
         parts = [f"synthetic priors (tsfm.pipelines.data.priors{mix}), {share:.0%} of windows"] if share > 0 else []

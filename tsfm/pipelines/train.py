@@ -90,6 +90,11 @@ class TrainConfig:
         grown_lr_scale: peak learning rate of the modules a run grows over its ``init_from`` checkpoint
             (:data:`GROWABLE_FIELDS`), as a multiple of ``learning_rate``: they start at zero while everything else
             is already trained, and a continuation's low rate would leave them barely moved.
+        teacher: a tsfm checkpoint (name or folder) to distil from: a small model learns the teacher's whole
+            forecast distributions on the same windows besides the data (:meth:`Forecaster.training_loss`), more
+            signal per window than the observed values alone. Same patch size and quantile levels; read on every
+            training step, so it costs a teacher forward per step. Validation stays the plain pinball loss.
+        distill_weight: the teacher's share of the training loss, in [0, 1] (with ``teacher``).
     """
 
     steps: int = 1000
@@ -119,6 +124,8 @@ class TrainConfig:
     compile: bool = False
     devices: int = 1
     grown_lr_scale: float = 1.0
+    teacher: str | None = None
+    distill_weight: float = 0.5
 
     def __post_init__(self) -> None:
         problems = []
@@ -139,6 +146,8 @@ class TrainConfig:
                 check_mix(self.prior_mix)
             except ValueError as err:
                 problems.append(f"prior_mix: {err}")
+        if not 0.0 <= self.distill_weight <= 1.0:
+            problems.append(f"distill_weight must be in [0, 1], got {self.distill_weight!r}")
         if not self.grown_lr_scale > 0:
             problems.append(f"grown_lr_scale must be > 0, got {self.grown_lr_scale!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
@@ -194,6 +203,29 @@ def validation_batches(model_config: ModelConfig, train_config: TrainConfig, val
     return fixed_batches(sampler, train_config.val_batches)
 
 
+def load_teacher(spec: str, model_config: ModelConfig, train_config: TrainConfig) -> Forecaster:
+    """The frozen teacher of a distillation run, checked against the student before any compute.
+
+    Raises:
+        TrainingError: the checkpoint cannot be read, or its patch size or quantile levels differ from the
+            student's, or it cannot read the training context.
+    """
+    try:
+        teacher = load_model(spec)
+    except (OSError, ValueError) as err:
+        raise TrainingError(f"teacher {spec!r}: {err}") from None
+    mine, theirs = model_config, teacher.config
+    if (theirs.patch_size, tuple(theirs.quantile_levels)) != (mine.patch_size, tuple(mine.quantile_levels)):
+        raise TrainingError(f"teacher {spec!r} forecasts patches of {theirs.patch_size} at levels "
+                            f"{list(theirs.quantile_levels)}; the student needs {mine.patch_size} at "
+                            f"{list(mine.quantile_levels)}")
+    try:
+        teacher.check_context_length(train_config.context_length)
+    except ValueError as err:
+        raise TrainingError(f"teacher {spec!r}: {err}") from None
+    return teacher.eval().requires_grad_(False)
+
+
 class _Ticks(torch.utils.data.IterableDataset):
     """Endless placeholders that drive Lightning's loop; the batch itself is drawn in ``training_step``."""
 
@@ -206,19 +238,24 @@ class PretrainModule(L.LightningModule):
     """One training step = pinball loss on batch ``global_step`` of the sampler (drawn on the model's device)."""
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig, *, real: Corpus | None,
-                 validation: Corpus | None, prior: PriorFn | None, grown_prefixes: Sequence[str] = ()) -> None:
+                 validation: Corpus | None, prior: PriorFn | None, grown_prefixes: Sequence[str] = (),
+                 teacher: Forecaster | None = None) -> None:
         super().__init__()
         self.grown_prefixes = tuple(grown_prefixes)  # weights of modules grown over init_from: own learning rate
         self.model = Forecaster(model_config)
         self.model_config, self.train_config = model_config, train_config
         self._real, self._validation, self._prior = real, validation, prior
         self.loss = torch.compile(self.model.training_loss) if train_config.compile else self.model.training_loss
+        # the teacher is kept out of the module's children: not trained, not saved in checkpoints, not in the optimizer
+        self._teacher = [] if teacher is None else [teacher]
         self.sampler: BatchSampler | None = None
         self.val_data: list[Batch] = []
         self.tokens_per_window = train_config.context_length // model_config.patch_size \
             + model_config.train_horizon_patches
 
     def on_fit_start(self) -> None:
+        for teacher in self._teacher:
+            teacher.to(self.device)
         config = batch_config(self.model_config, self.train_config)
         self.sampler = BatchSampler(config, self._real, prior=self._prior, seed=self.train_config.seed,
                                     device=self.device)
@@ -228,7 +265,7 @@ class PretrainModule(L.LightningModule):
     def training_step(self, _tick: Any, _index: int) -> torch.Tensor:
         batch = self.sampler.draw(self.global_step)
         if self.trainer.world_size == 1:
-            loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches)
+            loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches, **self._distillation())
         else:
             loss = self._share_of_global_loss(batch)
         self.log("train_loss", loss, on_step=True, prog_bar=True, batch_size=batch.context.shape[0],
@@ -254,8 +291,15 @@ class PretrainModule(L.LightningModule):
         rows = slice(rank * batch.context.shape[0] // world, (rank + 1) * batch.context.shape[0] // world)
         counts = self.model.scored_steps(batch.context, batch.target)
         share = counts[rows].sum() / counts.sum().clamp(min=1)
-        loss = self.loss(batch.context[rows], batch.target[rows], hidden_patches=batch.hidden_patches[rows])
+        loss = self.loss(batch.context[rows], batch.target[rows], hidden_patches=batch.hidden_patches[rows],
+                         **self._distillation())
         return loss * (share * world).to(loss.dtype)
+
+    def _distillation(self) -> dict[str, Any]:
+        """The training loss's teacher arguments (none without a teacher)."""
+        if not self._teacher:
+            return {}
+        return {"teacher": self._teacher[0], "distill_weight": self.train_config.distill_weight}
 
     def validation_step(self, index: torch.Tensor, _index: int) -> None:
         batch = self.val_data[int(index)]
@@ -398,6 +442,7 @@ def train(
     if (real is None or not len(real)) and (prior is None or train_config.synthetic_share == 0):
         raise TrainingError("nothing to train on: give real series or a synthetic share > 0")
     batch_config(model_config, train_config)  # bad sampler settings fail here, before any compute
+    teacher = load_teacher(train_config.teacher, model_config, train_config) if train_config.teacher else None
 
     out = Path(out_dir)
     checkpoints = out / "checkpoints"
@@ -412,7 +457,7 @@ def train(
     L.seed_everything(train_config.seed, workers=True, verbose=False)
     torch.set_float32_matmul_precision("high")
     module = PretrainModule(model_config, train_config, real=real, validation=validation, prior=prior,
-                            grown_prefixes=grown)
+                            grown_prefixes=grown, teacher=teacher)
     if init_from is not None and not resume:
         _load_grown(module.model, load_model(init_from), grown)
     has_validation = validation is not None and len(validation) > 0
