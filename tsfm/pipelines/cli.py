@@ -96,6 +96,8 @@ def train_command(args: argparse.Namespace) -> int:
     from tsfm.checkpoint import CheckpointError
     from tsfm.pipelines.data.corpus import CorpusError, load_corpus
 
+    if args.distill_weight is not None and args.teacher is None:
+        raise CommandError("--distill-weight needs --teacher (the model to distil from)")
     try:
         model_config = _model_config(args)
         share = args.synthetic_share if args.synthetic_share is not None else (
@@ -112,8 +114,6 @@ def train_command(args: argparse.Namespace) -> int:
             grown_lr_scale=args.grown_lr_scale, teacher=args.teacher,
             distill_weight=0.5 if args.distill_weight is None else args.distill_weight,
         )
-        if args.distill_weight is not None and args.teacher is None:
-            raise CommandError("--distill-weight needs --teacher (the model to distil from)")
         real = validation = None
         mix = "" if train_config.prior_mix is None else f", mix {args.prior_mix}"
         parts = [f"synthetic priors (tsfm.pipelines.data.priors{mix}), {share:.0%} of windows"] if share > 0 else []

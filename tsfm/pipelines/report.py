@@ -207,11 +207,15 @@ def markdown_report(
     return "\n".join(out).rstrip() + "\n"
 
 
+def _require_reference(models: pd.Series, reference: str) -> None:
+    if reference not in set(models):
+        raise EvaluationError(f"reference model {reference!r} has no results; models: {', '.join(model_order(models))}")
+
+
 def _paired_section(norm: pd.DataFrame, models: Sequence[str], reference: str) -> list[str]:
     """Each model's geometric mean divided by the reference's over the configurations both scored, with a 95% BCa
     bootstrap interval over configurations (:func:`tsfm.pipelines.evaluate.paired_ratio_interval`)."""
-    if reference not in set(norm["model"]):
-        raise EvaluationError(f"reference model {reference!r} has no results here; models: {', '.join(models)}")
+    _require_reference(norm["model"], reference)
     table = norm.pivot_table(index="dataset", columns="model", values=["MASE", "CRPS"], aggfunc="last")
     rows = []
     for model in models:
@@ -457,9 +461,8 @@ def write_report(
             f"the results hold no {NORMALISER} rows; evaluate it too (`tsfm evaluate --model {NORMALISER} ...`): "
             "it is the normaliser"
         )
-    if reference is not None and reference not in set(frame["model"]):
-        raise EvaluationError(f"reference model {reference!r} has no results; models: "
-                              f"{', '.join(model_order(frame['model']))}")
+    if reference is not None:
+        _require_reference(frame["model"], reference)  # before anything is written
     runs = _runs(results)
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
