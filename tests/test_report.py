@@ -79,7 +79,6 @@ def test_report_renders_markdown_and_pngs(tmp_path: Path) -> None:
     assert set(norm.columns) == {"dataset", "model", "term", "MASE", "CRPS"}
 
 
-
 def test_report_pairs_models_against_a_reference(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results", KNOWN)
     write_report([results], tmp_path / "out", name="demo", reference="naive")
@@ -91,6 +90,7 @@ def test_report_pairs_models_against_a_reference(tmp_path: Path) -> None:
     with pytest.raises(EvaluationError, match="'nope' has no results"):
         write_report([results], tmp_path / "out2", reference="nope")
     assert not (tmp_path / "out2").exists()
+
 
 def test_report_needs_seasonal_naive(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results", [r for r in KNOWN if r[1] != "seasonal_naive"])

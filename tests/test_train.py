@@ -155,7 +155,6 @@ def test_init_from_starts_from_the_parent_weights_and_keeps_its_provenance(tmp_p
     assert json.loads((fresh / "config.json").read_text())["training"]["parent"] is None
 
 
-
 def test_distillation_mixes_the_data_loss_with_the_teacher_match():
     """Weight 0 is the plain loss; a student that is its own teacher has no distance to close; the teacher gets no
     gradient."""
@@ -184,6 +183,7 @@ def test_a_distilled_run_records_its_teacher_and_refuses_one_that_does_not_fit(t
     with pytest.raises(TrainingError, match="patches of 16"):
         train(tiny_model(), tiny_run(teacher=str(other)), tmp_path / "bad", **common)
     assert not (tmp_path / "bad").exists()
+
 
 def test_validation_windows_do_not_depend_on_the_run_seed():
     """Runs of other seeds are compared (and chosen between) on one validation set."""

@@ -246,16 +246,18 @@ class PretrainModule(L.LightningModule):
         self.model_config, self.train_config = model_config, train_config
         self._real, self._validation, self._prior = real, validation, prior
         self.loss = torch.compile(self.model.training_loss) if train_config.compile else self.model.training_loss
-        # the teacher is kept out of the module's children: not trained, not saved in checkpoints, not in the optimizer
-        self._teacher = [] if teacher is None else [teacher]
+        # the training loss's teacher arguments; a dict keeps the teacher out of the module's children: not trained,
+        # not saved in checkpoints, not in the optimizer
+        self._distillation: dict[str, Any] = {} if teacher is None else {
+            "teacher": teacher, "distill_weight": train_config.distill_weight}
         self.sampler: BatchSampler | None = None
         self.val_data: list[Batch] = []
         self.tokens_per_window = train_config.context_length // model_config.patch_size \
             + model_config.train_horizon_patches
 
     def on_fit_start(self) -> None:
-        for teacher in self._teacher:
-            teacher.to(self.device)
+        if self._distillation:
+            self._distillation["teacher"].to(self.device)
         config = batch_config(self.model_config, self.train_config)
         self.sampler = BatchSampler(config, self._real, prior=self._prior, seed=self.train_config.seed,
                                     device=self.device)
@@ -265,7 +267,7 @@ class PretrainModule(L.LightningModule):
     def training_step(self, _tick: Any, _index: int) -> torch.Tensor:
         batch = self.sampler.draw(self.global_step)
         if self.trainer.world_size == 1:
-            loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches, **self._distillation())
+            loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches, **self._distillation)
         else:
             loss = self._share_of_global_loss(batch)
         self.log("train_loss", loss, on_step=True, prog_bar=True, batch_size=batch.context.shape[0],
@@ -292,14 +294,8 @@ class PretrainModule(L.LightningModule):
         counts = self.model.scored_steps(batch.context, batch.target)
         share = counts[rows].sum() / counts.sum().clamp(min=1)
         loss = self.loss(batch.context[rows], batch.target[rows], hidden_patches=batch.hidden_patches[rows],
-                         **self._distillation())
+                         **self._distillation)
         return loss * (share * world).to(loss.dtype)
-
-    def _distillation(self) -> dict[str, Any]:
-        """The training loss's teacher arguments (none without a teacher)."""
-        if not self._teacher:
-            return {}
-        return {"teacher": self._teacher[0], "distill_weight": self.train_config.distill_weight}
 
     def validation_step(self, index: torch.Tensor, _index: int) -> None:
         batch = self.val_data[int(index)]
