@@ -27,8 +27,9 @@ import torch
 from tqdm.auto import tqdm
 from validation_loss import (  # a sibling script (scripts/)
     BAND_MEAN,
-    CONTEXT_BANDS,
+    DATASET_MEAN,
     add_validation_arguments,
+    group_means,
     rebuild_validation,
 )
 
@@ -59,9 +60,7 @@ def score(quantiles: torch.Tensor, targets: torch.Tensor, params: ScaleParams, l
     per_window = torch.stack([loss.sum(1), weight.sum(1)], 1)
     row = {group: float(per_window[mask, 0].sum() / per_window[mask, 1].sum().clamp(min=1))
            for group, mask in groups.items() if mask.any()}
-    bands = [row[band] for band in CONTEXT_BANDS if band in row]
-    row[BAND_MEAN] = sum(bands) / len(bands)
-    return row
+    return {**row, **group_means(row)}
 
 
 def main() -> None:
@@ -110,7 +109,8 @@ def main() -> None:
             row = {"options": label, "members": [dict(zip(choices, key, strict=True)) for key in group],
                    "infer_nonnegative": clamp, **score(quantiles, targets, params, model.quantile_levels, groups)}
             rows.append(row)
-            print(f"{label}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}", flush=True)
+            print(f"{label}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}, "
+                  f"{DATASET_MEAN} {row[DATASET_MEAN]:.4f}", flush=True)
     names = [name for name in rows[0] if name not in ("options", "members", "infer_nonnegative")]
     print("\n| " + "/".join(choices) + " | " + " | ".join(names) + " |")
     print("|---|" + "--:|" * len(names))

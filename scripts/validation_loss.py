@@ -12,8 +12,9 @@ logged in training on the same device type.
 
 ``--breakdown`` also splits each loss into the tokens that forecast the context's next patch and the masked future
 tokens, over groups of windows (a period found in the context or not, by :func:`tsfm.seasonality.detect_period`;
-short or full observed context; the frequency band of the window's dataset): it says where two checkpoints
-differ, e.g. whether a change that acts on the future tokens helps the windows it was meant for.
+short or full observed context; the frequency band of the window's dataset; the dataset), with unweighted means over
+the context bands and over the datasets: it says where two checkpoints differ, e.g. whether a change that acts on
+the future tokens helps the windows it was meant for.
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ def rebuild_validation(checkpoint: str, args: argparse.Namespace
     windows = sum(b.context.shape[0] for b in batches)
     print(f"{len(validation)} held-out series, {windows} windows, context {train_config.context_length}, "
           f"horizon {batches[0].target.shape[1]}")
-    bands = _dataset_bands(args.real_data, sorted(set(validation.datasets)))
-    window_bands = [bands[validation.datasets[int(i)]] for b in batches for i in b.series.cpu()]
-    return model_config, train_config, batches, window_groups(batches, window_bands)
+    window_datasets = [validation.datasets[int(i)] for b in batches for i in b.series.cpu()]
+    bands = _dataset_bands(args.real_data, sorted(set(window_datasets)))
+    window_bands = [bands[name] for name in window_datasets]
+    return model_config, train_config, batches, window_groups(batches, window_bands, window_datasets)
 
 
 FREQUENCY_BANDS = {"S": "finer than hourly", "T": "finer than hourly", "H": "hourly", "D": "daily", "B": "daily",
@@ -132,13 +134,30 @@ CONTEXT_BANDS = {"context < 512 steps": (0, 512), "context 512-1,999 steps": (51
 """Bands of observed context: the held-out windows are mostly short (91% under 512 steps on the capped corpus), the
 benchmark's mostly long, so each band is reported and so is their unweighted mean (``BAND_MEAN``)."""
 BAND_MEAN = "mean of the context bands"
+DATASET_PREFIX = "dataset: "
+DATASET_MEAN = "mean of the datasets"
+"""A dataset-balanced loss: the held-out windows' datasets differ in size by two orders of magnitude, so the pooled
+loss mostly says how a model does on the largest few; GIFT-Eval's geometric mean likewise weighs configurations
+alike."""
 
 
-def window_groups(batches: list[Batch], frequency_bands: list[str] | None = None) -> dict[str, torch.Tensor]:
+def group_means(values: dict[str, float]) -> dict[str, float]:
+    """The unweighted means of per-group ``values`` over the context bands (``BAND_MEAN``) and over the datasets
+    (``DATASET_MEAN``) found among their keys; groups without windows must be left out of ``values``."""
+    means = {}
+    for mean, members in ((BAND_MEAN, [g for g in CONTEXT_BANDS if g in values]),
+                          (DATASET_MEAN, [g for g in values if g.startswith(DATASET_PREFIX)])):
+        if members:
+            means[mean] = sum(values[g] for g in members) / len(members)
+    return means
+
+
+def window_groups(batches: list[Batch], frequency_bands: list[str] | None = None,
+                  datasets: list[str] | None = None) -> dict[str, torch.Tensor]:
     """Boolean masks over all windows: what the windows are, independent of any model. A period of 24 steps or more
     (a day of hourly or finer data, a year of weekly) is split out: the benchmark's weakest configurations are such
-    series, and the held-out windows have few of them. ``frequency_bands`` (one per window) adds a group per band
-    that has windows."""
+    series, and the held-out windows have few of them. ``frequency_bands`` and ``datasets`` (one per window) add a
+    group per band and per dataset that has windows."""
     periods = torch.cat([detect_period(b.context.float()) for b in batches]).cpu()
     observed = torch.cat([(~torch.isnan(b.context)).sum(1) for b in batches]).cpu()
     groups = {"all windows": periods >= 0, "a period found": periods > 0, "a period of 2-23 steps": (periods > 0)
@@ -148,6 +167,8 @@ def window_groups(batches: list[Batch], frequency_bands: list[str] | None = None
         order = [*dict.fromkeys(FREQUENCY_BANDS.values()), "other"]
         for band in sorted(set(frequency_bands), key=order.index):
             groups[f"frequency: {band}"] = torch.tensor([b == band for b in frequency_bands])
+    for name in sorted(set(datasets or ())):
+        groups[DATASET_PREFIX + name] = torch.tensor([d == name for d in datasets])
     return groups
 
 
@@ -164,13 +185,13 @@ def _breakdown(model: Forecaster, batches: list[Batch], groups: dict[str, torch.
         for part, tokens in (("context", slice(None, context_tokens - 1)), ("future", slice(context_tokens - 1, None))):
             parts[part].append(torch.stack([loss[:, tokens].sum((1, 2)), observed[:, tokens].sum((1, 2))], 1))
     sums = {part: torch.cat(values) for part, values in parts.items()}
-    groups = {group: {"windows": int(mask.sum()),
-                      **{part: float(t[mask, 0].sum() / t[mask, 1].sum().clamp(min=1)) for part, t in sums.items()}}
-              for group, mask in groups.items()}
-    bands = [groups[band] for band in CONTEXT_BANDS if groups[band]["windows"]]
-    groups[BAND_MEAN] = {"windows": sum(b["windows"] for b in bands),
-                         **{part: sum(b[part] for b in bands) / len(bands) for part in sums}}
-    return groups
+    rows = {group: {"windows": int(mask.sum()),
+                    **{part: float(t[mask, 0].sum() / t[mask, 1].sum().clamp(min=1)) for part, t in sums.items()}}
+            for group, mask in groups.items()}
+    means = {part: group_means({g: r[part] for g, r in rows.items() if r["windows"]}) for part in sums}
+    for mean in means["context"]:
+        rows[mean] = {"windows": int(groups["all windows"].sum()), **{part: means[part][mean] for part in sums}}
+    return rows
 
 
 def _print_breakdown(rows: list[dict]) -> None:

@@ -62,6 +62,9 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     # every window belongs to the frequency band of the dataset it was cut from, and both datasets are held out
     assert windows["frequency: daily"] + windows["frequency: hourly"] == 32
     assert windows["frequency: daily"] > 0 and windows["frequency: hourly"] > 0
+    assert windows["dataset: counts"] == windows["frequency: daily"]
+    assert rows[(False,), True]["mean of the datasets"] == pytest.approx(
+        (rows[(False,), True]["dataset: counts"] + rows[(False,), True]["dataset: counts_hourly"]) / 2)
     plain, clamped, flipped = rows[(False,), False], rows[(False,), True], rows[(True,), False]
     # every truth is >= 0 here, so raising negative quantiles to 0 can only lower the pinball loss; an untrained
     # model spreads its quantiles below 0, so it must lower it
@@ -85,3 +88,10 @@ def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and
     assert len(rows) == 2 and rows[0]["validation_loss"] == rows[1]["validation_loss"] > 0
     assert rows[0]["breakdown"]["all windows"]["windows"] == 32
     assert "frequency: hourly" in rows[0]["breakdown"] and "| frequency: daily |" in printed
+    # a group per held-out dataset, and their unweighted mean beside the pooled loss
+    breakdown = rows[0]["breakdown"]
+    datasets = [breakdown["dataset: counts"], breakdown["dataset: counts_hourly"]]
+    assert sum(d["windows"] for d in datasets) == 32
+    for part in ("context", "future"):
+        assert breakdown["mean of the datasets"][part] == pytest.approx(sum(d[part] for d in datasets) / 2)
+    assert "| dataset: counts_hourly |" in printed and "| mean of the datasets |" in printed
