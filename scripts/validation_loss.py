@@ -136,9 +136,9 @@ benchmark's mostly long, so each band is reported and so is their unweighted mea
 BAND_MEAN = "mean of the context bands"
 DATASET_PREFIX = "dataset: "
 DATASET_MEAN = "mean of the datasets"
-"""A dataset-balanced loss: the held-out windows' datasets differ in size by two orders of magnitude, so the pooled
-loss mostly says how a model does on the largest few; GIFT-Eval's geometric mean likewise weighs configurations
-alike."""
+"""Each held-out dataset weighs alike, as configurations do in GIFT-Eval's means. The sampler draws the windows
+dataset-balanced, so this is near the pooled loss when every dataset gets its share; it stays balanced where one
+does not (a split with few series of a dataset, a dataset whose windows are mostly empty)."""
 
 
 def group_means(values: dict[str, float]) -> dict[str, float]:
