@@ -35,6 +35,7 @@ from tsfm.pipelines.data.batches import Batch
 from tsfm.pipelines.data.corpus import VALIDATION_SPLITS, load_corpus
 from tsfm.pipelines.data.frequency import normalise_freq
 from tsfm.pipelines.data.gift_format import iter_entries
+from tsfm.pipelines.evaluate import paired_ratio_interval
 from tsfm.pipelines.train import TrainConfig, validation_batches
 from tsfm.seasonality import detect_period
 
@@ -125,6 +126,7 @@ def main() -> None:
                 rows[-1]["breakdown"] = _breakdown(model, batches, groups)
     if args.breakdown:
         _print_breakdown(rows)
+        _pair_by_dataset(rows)
     if args.out:
         args.out.write_text(json.dumps({"windows": windows, "rows": rows}, indent=2) + "\n")
 
@@ -202,6 +204,21 @@ def _print_breakdown(rows: list[dict]) -> None:
             continue
         cells = [f"{r['breakdown'][group]['context']:.4f} / {r['breakdown'][group]['future']:.4f}" for r in rows]
         print(f"| {group} | {first['windows']} | " + " | ".join(cells) + " |")
+
+
+def _pair_by_dataset(rows: list[dict]) -> None:
+    """Each later checkpoint's future-token loss against the first's, paired over the held-out datasets (added to
+    its row as ``paired_future_ratio`` and printed): the pooled loss is carried by the datasets with the largest
+    scaled errors, and this is the statistic the benchmark's comparisons use (``tsfm report --reference``)."""
+    datasets = [g for g, v in rows[0]["breakdown"].items() if g.startswith(DATASET_PREFIX) and v["windows"]]
+    if len(rows) > 1 and len(datasets) > 1:
+        print(f"\nFuture tokens against {rows[0]['checkpoint']}, paired over the {len(datasets)} held-out datasets "
+              "(geometric mean of the per-dataset ratios, 95% BCa interval):")
+        reference = [rows[0]["breakdown"][g]["future"] for g in datasets]
+        for row in rows[1:]:
+            ratio, low, high = paired_ratio_interval([row["breakdown"][g]["future"] for g in datasets], reference)
+            row["paired_future_ratio"] = [ratio, low, high]
+            print(f"- {row['checkpoint']}: {ratio:.3f} [{low:.3f}, {high:.3f}]")
 
 
 def _lineage_steps(training: dict) -> list[int]:

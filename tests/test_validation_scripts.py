@@ -95,3 +95,5 @@ def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and
     for part in ("context", "future"):
         assert breakdown["mean of the datasets"][part] == pytest.approx(sum(d[part] for d in datasets) / 2)
     assert "| dataset: counts_hourly |" in printed and "| mean of the datasets |" in printed
+    # the second checkpoint is the first, so the paired ratio over datasets is exactly 1
+    assert rows[1]["paired_future_ratio"] == [1.0, 1.0, 1.0] and "paired over the 2 held-out datasets" in printed
