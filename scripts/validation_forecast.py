@@ -6,15 +6,15 @@ average that TimesFM 2.5 offers as ``force_flip_invariance`` (computed here from
 averaged with minus level ``1 - q`` of ``-x``; measured, not shipped: see ``benchmarks/RESULTS.md``).
 
 This script rebuilds the same validation windows (the hash split, ``VALIDATION_SEED``, the checkpoint's recorded
-settings), forecasts each window's future patches through ``Forecaster.forecast`` once for every option
-combination (also, if asked, from a shorter context or with another decoding, and with ``--pairs`` the
-level-by-level average of every two of them: an ensemble), and prints the pinball loss in each
-window's scaled units (the context's ``fit_scale``, the truth clipped at ``TARGET_CLAMP`` as in training), pooled
-over observed steps, with the breakdown over window groups of ``validation_loss.py``. The rule: an option becomes
-a shipped model's default only if it lowers this loss.
+settings), forecasts each window's future patches through ``Forecaster.forecast`` once for every checkpoint given
+and option combination (also, if asked, from a shorter context or with another decoding, and with ``--pairs`` the
+level-by-level average of every two of them: an ensemble of options or of checkpoints), and prints the pinball
+loss in each window's scaled units (the context's ``fit_scale``, the truth clipped at ``TARGET_CLAMP`` as in
+training), pooled over observed steps, with the breakdown over window groups of ``validation_loss.py``. The rule:
+an option becomes a shipped model's default only if it lowers this loss.
 
-    PYTHONPATH=. python3 scripts/validation_forecast.py tsfm/models/default --real-data data/device/pretrain \
-        --validation-split common [--val-batches 2] [--device cuda] [--out FILE.json]
+    PYTHONPATH=. python3 scripts/validation_forecast.py tsfm/models/default [runs/x/model ...] \
+        --real-data data/device/pretrain --validation-split common [--val-batches 2] [--device cuda] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from validation_loss import (  # a sibling script (scripts/)
     BAND_MEAN,
     DATASET_MEAN,
     add_validation_arguments,
+    check_same_windows,
     group_means,
     rebuild_validation,
 )
@@ -65,7 +66,8 @@ def score(quantiles: torch.Tensor, targets: torch.Tensor, params: ScaleParams, l
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help="a checkpoint folder or a built-in name")
+    parser.add_argument("models", nargs="+",
+                        help="checkpoint folders or built-in names, scored on the first one's validation windows")
     add_validation_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=256, help="windows per forecast call")
     parser.add_argument("--context-lengths", default=None,
@@ -77,11 +79,14 @@ def main() -> None:
                         help="also score the level-by-level quantile average of every pair of option combinations")
     args = parser.parse_args()
 
-    model_config, _, batches, groups = rebuild_validation(args.model, args)
+    model_config, _, batches, groups = rebuild_validation(args.models[0], args)
     contexts = torch.cat([b.context for b in batches]).float()
     targets = torch.cat([b.target for b in batches]).float()
-    model = load_model(args.model, device=args.device)
+    models = {name: load_model(name, device=args.device) for name in args.models}
+    for name, model in models.items():
+        check_same_windows(parser, name, model.config, model_config)
     choices = {
+        "model": args.models,
         "context_length": [int(n) for n in args.context_lengths.split(",")] if args.context_lengths
         else [model_config.context_length],
         "decoding": args.decodings.split(",") if args.decodings else [model_config.decoding],
@@ -92,6 +97,7 @@ def main() -> None:
     raw: dict[tuple, torch.Tensor] = {}
     for values in itertools.product(*choices.values()):
         options = dict(zip(choices, values, strict=True))
+        model = models[options.pop("model")]
         raw[values] = torch.cat([
             forecast(model, contexts[start : start + args.batch_size], targets.shape[1], **options).float().cpu()
             for start in tqdm(range(0, contexts.shape[0], args.batch_size), desc=str(options), leave=False)
@@ -107,7 +113,8 @@ def main() -> None:
             quantiles = clamp_if_nonnegative(averaged, nonnegative) if clamp else averaged
             label = " + ".join("/".join(str(v) for v in key) for key in group) + (" (clamped)" if clamp else "")
             row = {"options": label, "members": [dict(zip(choices, key, strict=True)) for key in group],
-                   "infer_nonnegative": clamp, **score(quantiles, targets, params, model.quantile_levels, groups)}
+                   "infer_nonnegative": clamp,
+                   **score(quantiles, targets, params, models[args.models[0]].quantile_levels, groups)}
             rows.append(row)
             print(f"{label}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}, "
                   f"{DATASET_MEAN} {row[DATASET_MEAN]:.4f}", flush=True)
@@ -119,7 +126,7 @@ def main() -> None:
     counts = {group: int(mask.sum()) for group, mask in groups.items()}
     print("windows per group:", counts)
     if args.out:
-        args.out.write_text(json.dumps({"model": args.model, "windows": counts, "rows": rows}, indent=2) + "\n")
+        args.out.write_text(json.dumps({"models": args.models, "windows": counts, "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

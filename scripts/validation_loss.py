@@ -44,8 +44,11 @@ WINDOW_FIELDS = ("context_length", "patch_size", "train_horizon_patches", "quant
 on them are scored on the same windows, whatever their backbone, size or grown modules."""
 
 
-def _window_fields(config: dict) -> dict:
-    return {k: config.get(k) for k in WINDOW_FIELDS}
+def check_same_windows(parser: argparse.ArgumentParser, name: str, config: ModelConfig, first: ModelConfig) -> None:
+    """A usage error unless ``config`` agrees with the first checkpoint's on ``WINDOW_FIELDS``."""
+    if any(getattr(config, k) != getattr(first, k) for k in WINDOW_FIELDS):
+        parser.error(f"{name} differs from the first checkpoint in {WINDOW_FIELDS}: their validation windows would "
+                     "differ")
 
 
 def add_validation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,9 +115,7 @@ def main() -> None:
     print("| checkpoint | steps (own + parents) | validation loss |\n|---|---|---|")
     for name in args.models:
         model = load_model(name, device=args.device)
-        if _window_fields(model.config.to_dict()) != _window_fields(model_config.to_dict()):
-            parser.error(f"{name} differs from {args.models[0]} in {WINDOW_FIELDS}: their validation windows "
-                         "would differ")
+        check_same_windows(parser, name, model.config, model_config)
         with torch.no_grad(), autocast:
             losses = [float(model.training_loss(b.context, b.target)) for b in batches]
         loss = sum(losses) / len(losses)

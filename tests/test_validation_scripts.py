@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,7 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     out = tmp_path / "forecast.json"
     printed = _run("validation_forecast.py", str(checkpoint), "--real-data", str(corpus), "--validation-share", "0.3",
                    "--pairs", "--out", str(out))
-    assert "| context_length/decoding/flip_invariant | all windows |" in printed
+    assert "| model/context_length/decoding/flip_invariant | all windows |" in printed
     result = json.loads(out.read_text())
     rows = {(tuple(m["flip_invariant"] for m in r["members"]), r["infer_nonnegative"]): r for r in result["rows"]}
     assert set(rows) == {(flips, clamp) for flips in [(False,), (True,), (False, True)] for clamp in (False, True)}
@@ -76,6 +77,20 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     pair = rows[(False, True), False]
     assert pair["all windows"] <= 0.5 * (plain["all windows"] + flipped["all windows"]) + 1e-7
     assert pair["all windows"] not in (plain["all windows"], flipped["all windows"])
+
+
+def test_validation_forecast_averages_checkpoints(checkpoint_and_corpus, tmp_path):
+    """Several checkpoints are scored on the first one's windows, and ``--pairs`` averages checkpoints as well: two
+    copies of one model average to that model's own loss."""
+    checkpoint, corpus = checkpoint_and_corpus
+    copy = shutil.copytree(checkpoint, tmp_path / "copy")
+    out = tmp_path / "forecast.json"
+    _run("validation_forecast.py", str(checkpoint), str(copy), "--real-data", str(corpus),
+         "--validation-share", "0.3", "--no-flip", "--pairs", "--out", str(out))
+    rows = [r for r in json.loads(out.read_text())["rows"] if r["infer_nonnegative"]]
+    assert [[m["model"] for m in r["members"]] for r in rows] == [[str(checkpoint)], [str(copy)],
+                                                                  [str(checkpoint), str(copy)]]
+    assert rows[2]["all windows"] == pytest.approx(rows[0]["all windows"]) == pytest.approx(rows[1]["all windows"])
 
 
 def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and_corpus, tmp_path):
