@@ -79,6 +79,8 @@ def main() -> None:
                         help="also score the level-by-level quantile average of every pair of option combinations")
     args = parser.parse_args()
 
+    if len(set(args.models)) < len(args.models):
+        parser.error("each checkpoint once: a repeated one would be scored (and paired) as itself")
     model_config, _, batches, groups = rebuild_validation(args.models[0], args)
     contexts = torch.cat([b.context for b in batches]).float()
     targets = torch.cat([b.target for b in batches]).float()

@@ -91,6 +91,10 @@ def test_validation_forecast_averages_checkpoints(checkpoint_and_corpus, tmp_pat
     assert [[m["model"] for m in r["members"]] for r in rows] == [[str(checkpoint)], [str(copy)],
                                                                   [str(checkpoint), str(copy)]]
     assert rows[2]["all windows"] == pytest.approx(rows[0]["all windows"]) == pytest.approx(rows[1]["all windows"])
+    repeated = subprocess.run([sys.executable, str(ROOT / "scripts" / "validation_forecast.py"), str(checkpoint),
+                               str(checkpoint), "--real-data", str(corpus)], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert repeated.returncode == 2 and "each checkpoint once" in repeated.stderr
 
 
 def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and_corpus, tmp_path):
