@@ -87,6 +87,7 @@ def main() -> None:
     models = {name: load_model(name, device=args.device) for name in args.models}
     for name, model in models.items():
         check_same_windows(parser, name, model.config, model_config)
+    levels = models[args.models[0]].quantile_levels  # one for all: the window check compares the levels
     choices = {
         "model": args.models,
         "context_length": [int(n) for n in args.context_lengths.split(",")] if args.context_lengths
@@ -115,8 +116,7 @@ def main() -> None:
             quantiles = clamp_if_nonnegative(averaged, nonnegative) if clamp else averaged
             label = " + ".join("/".join(str(v) for v in key) for key in group) + (" (clamped)" if clamp else "")
             row = {"options": label, "members": [dict(zip(choices, key, strict=True)) for key in group],
-                   "infer_nonnegative": clamp,
-                   **score(quantiles, targets, params, models[args.models[0]].quantile_levels, groups)}
+                   "infer_nonnegative": clamp, **score(quantiles, targets, params, levels, groups)}
             rows.append(row)
             print(f"{label}: all windows {row['all windows']:.4f}, {BAND_MEAN} {row[BAND_MEAN]:.4f}, "
                   f"{DATASET_MEAN} {row[DATASET_MEAN]:.4f}", flush=True)

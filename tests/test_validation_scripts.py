@@ -41,10 +41,14 @@ def checkpoint_and_corpus(tmp_path_factory) -> tuple[Path, Path]:
     return checkpoint, root / "corpus"
 
 
-def _run(script: str, *args: str) -> str:
+def _call(script: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def _run(script: str, *args: str) -> str:
+    done = _call(script, *args)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -91,9 +95,7 @@ def test_validation_forecast_averages_checkpoints(checkpoint_and_corpus, tmp_pat
     assert [[m["model"] for m in r["members"]] for r in rows] == [[str(checkpoint)], [str(copy)],
                                                                   [str(checkpoint), str(copy)]]
     assert rows[2]["all windows"] == pytest.approx(rows[0]["all windows"]) == pytest.approx(rows[1]["all windows"])
-    repeated = subprocess.run([sys.executable, str(ROOT / "scripts" / "validation_forecast.py"), str(checkpoint),
-                               str(checkpoint), "--real-data", str(corpus)], cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    repeated = _call("validation_forecast.py", str(checkpoint), str(checkpoint), "--real-data", str(corpus))
     assert repeated.returncode == 2 and "each checkpoint once" in repeated.stderr
 
 
