@@ -207,19 +207,30 @@ def _print_breakdown(rows: list[dict]) -> None:
         print(f"| {group} | {first['windows']} | " + " | ".join(cells) + " |")
 
 
+def paired_over_datasets(losses: dict[str, float], reference: dict[str, float]) -> tuple[float, float, float]:
+    """``losses`` against ``reference`` (a loss per window group) over the held-out datasets: the geometric mean of
+    the per-dataset ratios with its 95% BCa interval, the benchmark's statistic (``tsfm report --reference``). The
+    pooled loss is carried by the datasets with the largest scaled errors; this weighs each held-out dataset alike."""
+    datasets = [g for g in reference if g.startswith(DATASET_PREFIX)]
+    return paired_ratio_interval([losses[g] for g in datasets], [reference[g] for g in datasets])
+
+
 def _pair_by_dataset(rows: list[dict]) -> None:
-    """Each later checkpoint's future-token loss against the first's, paired over the held-out datasets (added to
-    its row as ``paired_future_ratio`` and printed): the pooled loss is carried by the datasets with the largest
-    scaled errors, and this is the statistic the benchmark's comparisons use (``tsfm report --reference``)."""
-    datasets = [g for g, v in rows[0]["breakdown"].items() if g.startswith(DATASET_PREFIX) and v["windows"]]
-    if len(rows) > 1 and len(datasets) > 1:
-        print(f"\nFuture tokens against {rows[0]['checkpoint']}, paired over the {len(datasets)} held-out datasets "
-              "(geometric mean of the per-dataset ratios, 95% BCa interval):")
-        reference = [rows[0]["breakdown"][g]["future"] for g in datasets]
-        for row in rows[1:]:
-            ratio, low, high = paired_ratio_interval([row["breakdown"][g]["future"] for g in datasets], reference)
-            row["paired_future_ratio"] = [ratio, low, high]
-            print(f"- {row['checkpoint']}: {ratio:.3f} [{low:.3f}, {high:.3f}]")
+    """Each later checkpoint's future-token loss against the first's, paired over the held-out datasets
+    (:func:`paired_over_datasets`; added to its row as ``paired_future_ratio`` and printed)."""
+    def future(row: dict) -> dict[str, float]:
+        return {g: v["future"] for g, v in row["breakdown"].items() if v["windows"]}
+
+    reference = future(rows[0])
+    count = sum(g.startswith(DATASET_PREFIX) for g in reference)
+    if len(rows) < 2 or count < 2:
+        return
+    print(f"\nFuture tokens against {rows[0]['checkpoint']}, paired over the {count} held-out datasets "
+          "(geometric mean of the per-dataset ratios, 95% BCa interval):")
+    for row in rows[1:]:
+        ratio, low, high = paired_over_datasets(future(row), reference)
+        row["paired_future_ratio"] = [ratio, low, high]
+        print(f"- {row['checkpoint']}: {ratio:.3f} [{low:.3f}, {high:.3f}]")
 
 
 def _lineage_steps(training: dict) -> list[int]:

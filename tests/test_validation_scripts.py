@@ -89,12 +89,16 @@ def test_validation_forecast_averages_checkpoints(checkpoint_and_corpus, tmp_pat
     checkpoint, corpus = checkpoint_and_corpus
     copy = shutil.copytree(checkpoint, tmp_path / "copy")
     out = tmp_path / "forecast.json"
-    _run("validation_forecast.py", str(checkpoint), str(copy), "--real-data", str(corpus),
-         "--validation-share", "0.3", "--no-flip", "--pairs", "--out", str(out))
+    printed = _run("validation_forecast.py", str(checkpoint), str(copy), "--real-data", str(corpus),
+                   "--validation-share", "0.3", "--no-flip", "--pairs", "--out", str(out))
     rows = [r for r in json.loads(out.read_text())["rows"] if r["infer_nonnegative"]]
     assert [[m["model"] for m in r["members"]] for r in rows] == [[str(checkpoint)], [str(copy)],
                                                                   [str(checkpoint), str(copy)]]
     assert rows[2]["all windows"] == pytest.approx(rows[0]["all windows"]) == pytest.approx(rows[1]["all windows"])
+    # each later row is paired over the held-out datasets with the first of its clamp setting: a copy scores 1
+    assert "paired_dataset_ratio" not in rows[0]
+    assert rows[1]["paired_dataset_ratio"] == pytest.approx([1.0, 1.0, 1.0])
+    assert printed.count("paired over the 2 held-out datasets") == 2  # once unclamped, once clamped
     repeated = _call("validation_forecast.py", str(checkpoint), str(checkpoint), "--real-data", str(corpus))
     assert repeated.returncode == 2 and "each checkpoint once" in repeated.stderr
 
