@@ -42,12 +42,14 @@ lint: $(STAMP)
 bench-cpu: $(STAMP)
 	$(PY) -m benchmarks.predict_cpu
 
-# The exact training of tsfm/models/default. It NEEDS AN NVIDIA GPU (H200: 53 minutes of training over eight runs,
-# torch.compile, bf16): the pretraining corpus is capped as on the device (scripts/device/pretrain_many.sh ran the same
-# `tsfm train` commands, one device call each), a first run from scratch, then seven continued from the previous one's
-# weights (--init-from: fresh optimizer, lower peak rate, new seed); the last is stored in bf16 with masked decoding
-# (scripts/ship_default.py). cont7 shared the GPU with the seasonal-hint A/B run, so its 6.5 minutes stopped it at
-# 1,677 of its 1,800 steps; alone it would finish them. On a CPU it would take days; `make train-default-cpu` is the earlier 1M CPU recipe.
+# The exact training of tsfm/models/default. It NEEDS AN NVIDIA GPU (73 minutes of training over eleven runs, eight on
+# an H200 and three on an H100, torch.compile, bf16): the pretraining corpus is capped as on the device
+# (scripts/device/pretrain_many.sh ran the same `tsfm train` commands, one device call each), a first run from scratch,
+# then ten continued from the previous one's weights (--init-from: fresh optimizer, lower peak rate, new seed); the last
+# three add the `repeat` prior to the synthetic mix. cont7 shared the GPU with the seasonal-hint A/B run, so its 6.5
+# minutes stopped it at 1,677 of its 1,800 steps; alone it would finish them. cont7 is stored in bf16 as the previous
+# default (scripts/ship_default.py), which cont8r starts from, as it did on the device; the last run ships the same way.
+# On a CPU it would take days; `make train-default-cpu` is the earlier 1M CPU recipe.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain
 train-default: $(STAMP)
@@ -70,6 +72,13 @@ train-default: $(STAMP)
 	$(TRAIN_DEFAULT) --init-from runs/cont6/model --seed 7 --steps 1800 --max-minutes 6.5 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont7
 	$(VENV)/bin/python scripts/ship_default.py runs/cont7/model tsfm/models/default --decoding masked
+	$(TRAIN_DEFAULT) --init-from default --seed 8 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
+		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont8r
+	$(TRAIN_DEFAULT) --init-from runs/cont8r/model --seed 9 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
+		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont9r
+	$(TRAIN_DEFAULT) --init-from runs/cont9r/model --seed 10 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.2 \
+		--learning-rate 5e-5 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont10r
+	$(VENV)/bin/python scripts/ship_default.py runs/cont10r/model tsfm/models/default --decoding masked
 
 # The shipped small model (CPU only, about an hour on 2 threads): the earlier 1M CPU run of train-default-cpu's
 # recipe, as shipped until the fifteenth session (taken from git), continued for 12,000 steps (fifteenth session), then
