@@ -76,6 +76,12 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     assert clamped["all windows"] < plain["all windows"]
     assert all(clamped[g] <= plain[g] + 1e-7 for g in result["windows"] if result["windows"][g])
     assert flipped["all windows"] != pytest.approx(plain["all windows"], rel=1e-4)
+    # a later row is paired with the first of its clamp setting over the held-out datasets: the geometric mean of
+    # the per-dataset ratios, inside its interval
+    ratios = [flipped[g] / plain[g] for g in ("dataset: counts", "dataset: counts_hourly")]
+    ratio, low, high = flipped["paired_dataset_ratio"]
+    assert ratio == pytest.approx(float(np.sqrt(ratios[0] * ratios[1]))) and low <= ratio <= high
+    assert "paired_dataset_ratio" not in plain and "Against " in printed
     # the pinball loss is convex in the forecast, so the average of two forecasts scores at most their mean loss
     # (pooled over the same steps); below both it need not be
     pair = rows[(False, True), False]
