@@ -36,12 +36,9 @@ RECENT_STEPS = 32
 def fit_recent_scale(context: torch.Tensor, recent_steps: int = RECENT_STEPS) -> ScaleParams:
     """:func:`tsfm.scaling.fit_scale` with ``loc`` moved to the mean of the last ``recent_steps`` observed values
     (kept at the whole-context mean where none of them is observed); ``scale`` unchanged."""
-    params = fit_scale(context)
-    tail = context[..., -recent_steps:]
-    observed = ~torch.isnan(tail)
-    count = observed.sum(dim=-1, keepdim=True)
-    recent = torch.where(observed, tail, torch.zeros_like(tail)).sum(dim=-1, keepdim=True) / count.clamp(min=1)
-    return ScaleParams(torch.where(count > 0, recent, params.loc), params.scale)
+    params, tail = fit_scale(context), context[..., -recent_steps:]
+    seen = (~torch.isnan(tail)).any(dim=-1, keepdim=True)
+    return ScaleParams(torch.where(seen, fit_scale(tail).loc, params.loc), params.scale)
 
 
 def main(argv: list[str]) -> None:

@@ -28,11 +28,10 @@ from tqdm.auto import tqdm
 from validation_loss import (  # a sibling script (scripts/)
     BAND_MEAN,
     DATASET_MEAN,
-    DATASET_PREFIX,
     add_validation_arguments,
     check_same_windows,
     group_means,
-    paired_over_datasets,
+    print_paired_over_datasets,
     rebuild_validation,
 )
 
@@ -138,20 +137,10 @@ def _pair_by_dataset(rows: list[dict]) -> None:
     """Every later row against the first with the same clamp setting, paired over the held-out datasets
     (``paired_dataset_ratio`` in the row, and printed): the validation half of the rule that ships a model
     (``benchmarks/RESULTS.md``: not above 1 on the forecast path, with the decoding it ships with)."""
-    datasets = sum(group.startswith(DATASET_PREFIX) for group in rows[0])
-    if datasets < 2:
-        return
     for clamp in (False, True):
-        same = [row for row in rows if row["infer_nonnegative"] == clamp]
-        if len(same) < 2:
-            continue
-        print(f"\nAgainst {same[0]['options']}, paired over the {datasets} held-out datasets (geometric mean of the "
-              "per-dataset ratios, 95% BCa interval):")
-        for row in same[1:]:
-            ratio, low, high = paired_over_datasets(row, same[0])
-            row["paired_dataset_ratio"] = [ratio, low, high]
-            print(f"- {row['options']}: {ratio:.3f} [{low:.3f}, {high:.3f}]")
-
+        first, *later = [row for row in rows if row["infer_nonnegative"] == clamp]
+        print_paired_over_datasets(f"Against {first['options']}", first, [(row["options"], row, row) for row in later],
+                                   "paired_dataset_ratio")
 
 if __name__ == "__main__":
     main()

@@ -215,22 +215,29 @@ def paired_over_datasets(losses: dict[str, float], reference: dict[str, float]) 
     return paired_ratio_interval([losses[g] for g in datasets], [reference[g] for g in datasets])
 
 
+def print_paired_over_datasets(title: str, reference: dict[str, float],
+                               candidates: list[tuple[str, dict[str, float], dict]], field: str) -> None:
+    """Each candidate ``(label, losses, row)`` against ``reference`` (:func:`paired_over_datasets`), printed under
+    ``title`` and stored in ``row[field]``; nothing where fewer than two held-out datasets have windows."""
+    count = sum(g.startswith(DATASET_PREFIX) for g in reference)
+    if count < 2 or not candidates:
+        return
+    print(f"\n{title}, paired over the {count} held-out datasets (geometric mean of the per-dataset ratios, 95% BCa "
+          "interval):")
+    for label, losses, row in candidates:
+        ratio, low, high = paired_over_datasets(losses, reference)
+        row[field] = [ratio, low, high]
+        print(f"- {label}: {ratio:.3f} [{low:.3f}, {high:.3f}]")
+
+
 def _pair_by_dataset(rows: list[dict]) -> None:
-    """Each later checkpoint's future-token loss against the first's, paired over the held-out datasets
-    (:func:`paired_over_datasets`; added to its row as ``paired_future_ratio`` and printed)."""
+    """Each later checkpoint's future-token loss against the first's, paired over the held-out datasets (added to
+    its row as ``paired_future_ratio`` and printed)."""
     def future(row: dict) -> dict[str, float]:
         return {g: v["future"] for g, v in row["breakdown"].items() if v["windows"]}
 
-    reference = future(rows[0])
-    count = sum(g.startswith(DATASET_PREFIX) for g in reference)
-    if len(rows) < 2 or count < 2:
-        return
-    print(f"\nFuture tokens against {rows[0]['checkpoint']}, paired over the {count} held-out datasets "
-          "(geometric mean of the per-dataset ratios, 95% BCa interval):")
-    for row in rows[1:]:
-        ratio, low, high = paired_over_datasets(future(row), reference)
-        row["paired_future_ratio"] = [ratio, low, high]
-        print(f"- {row['checkpoint']}: {ratio:.3f} [{low:.3f}, {high:.3f}]")
+    print_paired_over_datasets(f"Future tokens against {rows[0]['checkpoint']}", future(rows[0]),
+                               [(row["checkpoint"], future(row), row) for row in rows[1:]], "paired_future_ratio")
 
 
 def _lineage_steps(training: dict) -> list[int]:
