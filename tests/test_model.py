@@ -205,13 +205,13 @@ def test_num_parameters_counts_every_value_once() -> None:
 def _median_path_by_full_passes(model: Forecaster, context: torch.Tensor, horizon: int, every: int) -> torch.Tensor:
     """The definition of the autoregressive median, the slow way: append the median patch and run the whole
     pipeline again, one pass per patch; every ``every`` patches the window keeps its last ``context_length`` steps
-    and the scale is fitted again, in between the scale stays."""
+    and the scale is fitted again (the model's own centre), in between the scale stays."""
     patch, median, keep = model.config.patch_size, model.quantile_levels.index(0.5), model.config.context_length
-    window, scale, steps = context, fit_scale(context), []
+    window, scale, steps = context, model.fit_scale(context), []
     for k in range(math.ceil(horizon / patch)):
         if k and k % every == 0:
             window = window[:, -keep:]
-            scale = fit_scale(window)
+            scale = model.fit_scale(window)
         hidden = model.backbone(model.embed(patch_tokens(patchify(apply_scale(window, scale), patch))))
         step = invert_scale(model.head(hidden[:, -1:])[:, 0].sort(dim=1).values[:, median], scale)  # [B, P]
         steps.append(step)
@@ -290,3 +290,29 @@ def test_same_network_ignores_only_the_inference_settings():
     assert base.same_network(base.replace(decoding="autoregressive", infer_nonnegative=True))
     assert not base.same_network(base.replace(d_model=256))
     assert not base.same_network(base.replace(horizon_embedding=True))
+
+
+def test_scale_loc_steps_centres_every_read_on_the_recent_level():
+    """A model with ``scale_loc_steps`` reads each context centred on its recent level: the forward pass, the masked
+    forecast (the same as a whole-mean model handed that scale) and every autoregressive re-read of the window."""
+    torch.manual_seed(0)
+    recent = tiny("xlstm[1:1]", scale_loc_steps=40)
+    plain = Forecaster(recent.config.replace(scale_loc_steps=None))
+    plain.load_state_dict(recent.state_dict())
+    context = torch.randn(2, 250)
+    context[:, 150:] += 5.0  # a level shift: the recent level is not the mean
+    scale = recent(context).scale
+    torch.testing.assert_close(scale.loc[:, 0], context[:, -40:].mean(dim=1))
+    torch.testing.assert_close(scale, fit_scale(context, 40))
+    masked = recent.forecast(context, 70, decoding="masked")
+    torch.testing.assert_close(masked, plain.forecast(context, 70, decoding="masked", scale=scale))
+    assert not torch.allclose(masked, plain.forecast(context, 70, decoding="masked"), atol=1e-3)
+    auto = recent.forecast(context, 200, decoding="autoregressive")
+    reference = _median_path_by_full_passes(recent, context, 200, REANCHOR_PATCHES)
+    torch.testing.assert_close(auto[:, recent.quantile_levels.index(0.5)], reference, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("value", [0, -3, True, 2.5, "256"])
+def test_scale_loc_steps_is_validated(value):
+    with pytest.raises(ValueError, match="scale_loc_steps must be a positive integer or null"):
+        ModelConfig(scale_loc_steps=value)

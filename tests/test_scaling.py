@@ -31,3 +31,14 @@ def test_round_trip_and_nan_preserved():
     assert torch.allclose(torch.nanmean(scaled, dim=-1), torch.zeros(3), atol=1e-5)
     back = invert_scale(scaled.unsqueeze(1), params).squeeze(1)
     assert torch.allclose(back[:, 10:], context[:, 10:], rtol=1e-5)
+
+
+def test_recent_level_centre_keeps_the_whole_spread():
+    """``loc_steps``: the centre is the mean of the last observed steps, the spread still the whole context's; a
+    series whose recent steps are all missing keeps the whole mean; a window as long as the context changes nothing."""
+    context = torch.tensor([[0.0, 0.0, 0.0, 0.0, 4.0, 8.0], [1.0, 3.0, 5.0, 7.0, float("nan"), float("nan")]])
+    whole, recent = fit_scale(context), fit_scale(context, loc_steps=2)
+    assert recent.loc.squeeze().tolist() == [6.0, 4.0]  # the second series: its last two steps are missing
+    torch.testing.assert_close(recent.scale, whole.scale)
+    torch.testing.assert_close(fit_scale(context, loc_steps=6), whole)
+    torch.testing.assert_close(fit_scale(context, loc_steps=100), whole)

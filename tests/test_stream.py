@@ -292,3 +292,16 @@ def test_stream_forecast_overrides_infer_nonnegative_per_call():
     np.testing.assert_allclose(quantiles[0, :, 0], kept[0, 0].numpy(), rtol=1e-6)
     with pytest.raises(StreamError, match="infer_nonnegative must be True, False or None"):
         stream.forecast(20, infer_nonnegative=1)
+
+
+def test_stream_opens_and_reanchors_on_the_models_recent_level():
+    """A model centred on its recent level (``scale_loc_steps``) is streamed with that centre: opened on it, and its
+    drift measured and re-anchored by the same rule."""
+    model = tiny("gdn", scale_loc_steps=16)
+    series = np.concatenate([np.zeros(64), np.full(32, 10.0)]) + np.random.default_rng(0).normal(size=96)
+    stream = open_stream(model, series, max_drift=2.0)
+    assert math.isclose(float(stream._loc[0, 0]), series[-16:].mean(), rel_tol=1e-5)
+    stream.update([np.random.default_rng(1).normal(size=32) * 3 + 40])
+    assert stream.reanchors == [1]
+    tail = stream._tails[0][: len(stream._tails[0]) - stream.buffered[0]]
+    assert math.isclose(float(stream._loc[0, 0]), float(tail[-16:].mean()), rel_tol=1e-5)

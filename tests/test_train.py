@@ -588,3 +588,20 @@ def test_tsfm_import_stays_light():
             "if m in sys.modules]; print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_init_from_may_move_the_scaling_centre(tmp_path, capsys):
+    """--scale-loc-steps over --init-from: the same weights start a run that reads every context centred on its
+    recent level (ModelConfig.scale_loc_steps); a bad value is refused before compute."""
+    parent = train(tiny_model(), tiny_run(steps=2), tmp_path / "parent", real=corpus(12, 0), prior=walk_prior,
+                   progress=False)
+    flags = ["--steps", "2", "--batch-size", "4", "--context-length", "64", "--pool-size", "16", "--accelerator", "cpu"]
+    assert main(["train", "--out", str(tmp_path / "m"), "--init-from", str(parent), "--scale-loc-steps", "32",
+                 *flags]) == 0
+    child = json.loads((tmp_path / "m" / "model" / "config.json").read_text())
+    assert child["model"] == {**json.loads((parent / "config.json").read_text())["model"], "scale_loc_steps": 32}
+    assert child["training"]["parent"]["init_from"] == str(parent)
+    assert main(["train", "--out", str(tmp_path / "n"), "--init-from", str(parent), "--scale-loc-steps", "0",
+                 *flags]) == 2
+    assert "scale_loc_steps must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "n").exists()

@@ -61,6 +61,11 @@ class ModelConfig:
             negative value (counts, sales, loads, prices), as TimesFM 2.5's ``infer_is_positive`` does; a series
             with a negative value is forecast as it is. An inference setting like ``decoding``: the weights do not
             depend on it, and ``Forecaster.forecast`` can override it per call.
+        scale_loc_steps: centre each context on the mean of its last ``scale_loc_steps`` observed steps (its recent
+            level) instead of its whole mean; the spread is still the whole context's (:func:`tsfm.scaling.fit_scale`).
+            ``None`` (every checkpoint before it): the whole mean, DESIGN §2.1. Part of the network's function, not an
+            inference setting: the weights learn the centre they were trained with; a run may change it over its
+            ``--init-from`` checkpoint and adapt them.
     """
 
     backbone: str = "xlstm[3:1]"
@@ -79,6 +84,7 @@ class ModelConfig:
     seasonal_hint: bool = False
     decoding: str = "masked"
     infer_nonnegative: bool = False
+    scale_loc_steps: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -101,6 +107,9 @@ class ModelConfig:
             problems.append(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
         if not isinstance(self.infer_nonnegative, bool):
             problems.append(f"infer_nonnegative must be true or false, got {self.infer_nonnegative!r}")
+        loc_steps = self.scale_loc_steps
+        if loc_steps is not None and (not isinstance(loc_steps, int) or isinstance(loc_steps, bool) or loc_steps <= 0):
+            problems.append(f"scale_loc_steps must be a positive integer or null, got {loc_steps!r}")
         if problems:
             raise ValueError("invalid ModelConfig: " + "; ".join(problems))
 

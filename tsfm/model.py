@@ -113,7 +113,7 @@ class Forecaster(nn.Module):
         if context.dim() != 2:
             raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
         self.check_context_length(context.shape[-1])
-        scale = fit_scale(context) if scale is None else scale
+        scale = self.fit_scale(context) if scale is None else scale
         scaled = apply_scale(context, scale)
         tokens = self._scaled_tokens(scaled)
         if num_future_tokens > 0:
@@ -121,6 +121,11 @@ class Forecaster(nn.Module):
             tokens = torch.cat([tokens, self._future_tokens(context.shape[0], num_future_tokens, tokens, hint)], dim=1)
         hidden = self.backbone(tokens)
         return ForwardOutput(self.head(hidden), scale)
+
+    def fit_scale(self, context: torch.Tensor) -> ScaleParams:
+        """The scaling this model reads ``context [B, T]`` with: NaN-aware, centred where ``config.scale_loc_steps``
+        says (:func:`tsfm.scaling.fit_scale`)."""
+        return fit_scale(context, self.config.scale_loc_steps)
 
     def check_context_length(self, length: int) -> None:
         """Refuse contexts past the trained length for backbones that cannot read them (the Transformer's RoPE
@@ -247,7 +252,7 @@ class Forecaster(nn.Module):
         context = context.to(self.device, torch.float32)
         self.check_context_length(context.shape[-1])
         window = context if scale is None else None  # a fitted scale is re-fitted when the window is re-read
-        scale = fit_scale(context) if scale is None else scale
+        scale = self.fit_scale(context) if scale is None else scale
         last, state = self.read_context(context, scale)
         out = self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
                                      hint_context=context)
@@ -303,7 +308,7 @@ class Forecaster(nn.Module):
         for k in range(1, num_out):
             if window is not None and k % REANCHOR_PATCHES == 0:  # re-read the window ending with the median
                 window = torch.cat([window, *steps[-REANCHOR_PATCHES:]], dim=1)[:, -keep:]
-                scale = fit_scale(window)
+                scale = self.fit_scale(window)
                 hidden_t, state = self.read_context(window, scale)
             else:
                 token = self.embed(patch_tokens(apply_scale(steps[-1], scale)[:, None]))[:, 0]

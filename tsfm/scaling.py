@@ -21,12 +21,21 @@ class ScaleParams(NamedTuple):
     scale: torch.Tensor
 
 
-def fit_scale(context: torch.Tensor) -> ScaleParams:
+def fit_scale(context: torch.Tensor, loc_steps: int | None = None) -> ScaleParams:
     """Fit ``loc = nanmean`` and ``scale = nanstd`` (population) over the last axis of ``context [B, T]``.
 
     A constant series gets ``scale = |loc| + 1e-5`` so it maps to values near one instead of dividing by zero;
     an all-NaN series gets ``loc = 0, scale = 1`` so it passes through unchanged.
+
+    ``loc_steps`` moves the centre to the recent level: ``loc`` is the mean of the last ``loc_steps`` observed values
+    (the whole-context mean where none of them is observed), while ``scale`` stays the whole context's spread. A
+    model centred on the whole context's mean shrinks an unsure forecast toward the context's *earlier* level
+    (``ModelConfig.scale_loc_steps``; ``benchmarks/RESULTS.md``, the centring probe).
     """
+    if loc_steps is not None:
+        whole, tail = fit_scale(context), context[..., -loc_steps:]
+        seen = (~torch.isnan(tail)).any(dim=-1, keepdim=True)
+        return ScaleParams(torch.where(seen, fit_scale(tail).loc, whole.loc), whole.scale)
     observed = ~torch.isnan(context)
     count = observed.sum(dim=-1, keepdim=True)
     filled = torch.where(observed, context, torch.zeros_like(context))

@@ -58,7 +58,7 @@ from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
 from tsfm.model import Forecaster, clamp_if_nonnegative, has_no_negative_value
 from tsfm.patching import patch_tokens
-from tsfm.scaling import ScaleParams, apply_scale, fit_scale
+from tsfm.scaling import ScaleParams, apply_scale
 
 #: Default re-anchoring bound: the tail's scale may grow or shrink by this factor, and its mean move by this many
 #: anchor scales, before the state is recomputed. Twice the spread is well outside normal sampling noise of a
@@ -318,7 +318,7 @@ class Stream:
         for width, group in chunks:
             context = torch.stack([_left_pad(self._tails[i][: ends[i]], width) for i in group]).to(self.model.device)
             idx = torch.tensor(group, device=self.model.device)
-            scale = fit_scale(context)
+            scale = self.model.fit_scale(context)
             self._loc[idx], self._scale[idx] = scale.loc, scale.scale
             if self.recompute:
                 continue
@@ -349,7 +349,7 @@ class Stream:
     def _drifted(self, i: int) -> bool:
         if self.max_drift is None:
             return False
-        tail = fit_scale(self._tails[i][None].to(self._loc.device))
+        tail = self.model.fit_scale(self._tails[i][None].to(self._loc.device))
         loc, scale = self._loc[i, 0], self._scale[i, 0]
         ratio = float(tail.scale[0, 0] / scale)
         moved = float((tail.loc[0, 0] - loc).abs() / scale)

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     arg("--seasonal-hint", action="store_true",
         help="give the masked future tokens the Seasonal-Naive values of their patches (ModelConfig.seasonal_hint); "
              "with --init-from, grows that checkpoint's model by the hint's embedding, which starts at zero"),
+    arg("--scale-loc-steps", type=int, default=None,
+        help="centre each context on the mean of its last N observed steps instead of its whole mean "
+             "(ModelConfig.scale_loc_steps); with --init-from, changes that checkpoint's centre and the run adapts "
+             "its weights (default: the whole mean, or the --init-from checkpoint's)"),
     arg("--grow-layers", type=int, default=None,
         help="with --init-from: append residual blocks up to this many (the checkpoint's block pattern continued); "
              "they start as the identity, so the grown model starts out computing the checkpoint's function"),
@@ -176,7 +180,11 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
             raise CommandError(f"--context-length {args.context_length} exceeds the context of --init-from "
                                f"{args.init_from} ({config.context_length})")
         grown = {"n_layers": args.grow_layers} if args.grow_layers is not None else {}
-        return config.replace(**grown, **({"seasonal_hint": True} if args.seasonal_hint else {}))
+        if args.seasonal_hint:
+            grown["seasonal_hint"] = True
+        if args.scale_loc_steps is not None:
+            grown["scale_loc_steps"] = args.scale_loc_steps
+        return config.replace(**grown)  # a bad value is a ValueError: the caller's CommandError
     if args.grow_layers is not None:
         raise CommandError("--grow-layers grows the model of --init-from; give --init-from too")
     changes = {"context_length": max(args.context_length, 2048)}
@@ -186,6 +194,8 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         changes["horizon_embedding"] = True
     if args.seasonal_hint:
         changes["seasonal_hint"] = True
+    if args.scale_loc_steps is not None:
+        changes["scale_loc_steps"] = args.scale_loc_steps
     return preset_config(args.backbone or "xlstm[3:1]", args.preset or "1M", **changes)
 
 

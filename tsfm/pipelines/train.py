@@ -528,6 +528,10 @@ def is_main_process() -> bool:
 #: adds: that module starts at zero, so the grown model starts out computing the checkpoint's function.
 GROWABLE_FIELDS = {"seasonal_hint": "hint."}
 
+#: Model fields a run may change over its ``init_from`` checkpoint with the same weights: the function the weights
+#: compute changes (e.g. where each context is centred), and training adapts them to it.
+ADAPTABLE_FIELDS = ("scale_loc_steps",)
+
 
 def grown_block_prefixes(parent_layers: int, layers: int) -> tuple[str, ...]:
     """Weight prefixes of the residual blocks a run appends to a ``parent_layers``-block checkpoint (depth growth)."""
@@ -538,11 +542,13 @@ def _parent_provenance(init_from: str | os.PathLike[str], model_config: ModelCon
                        ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The starting checkpoint's path and training provenance, and the weight prefixes of the modules this run
     grows over it; refuse one whose model differs from this run's other than by switching on
-    :data:`GROWABLE_FIELDS` or by more blocks (``n_layers``: appended, see :func:`_load_grown`)."""
+    :data:`GROWABLE_FIELDS`, by :data:`ADAPTABLE_FIELDS` or by more blocks (``n_layers``: appended, see
+    :func:`_load_grown`)."""
     config, training = read_checkpoint_config(resolve_model_path(init_from))
     grown = [k for k in GROWABLE_FIELDS if getattr(model_config, k) and not getattr(config, k)]
     deeper = max(model_config.n_layers, config.n_layers)
-    if not config.replace(**dict.fromkeys(grown, True), n_layers=deeper).same_network(model_config):
+    adapted = {k: getattr(model_config, k) for k in ADAPTABLE_FIELDS}
+    if not config.replace(**dict.fromkeys(grown, True), **adapted, n_layers=deeper).same_network(model_config):
         changed = sorted(k for k, v in config.to_dict().items() if model_config.to_dict().get(k) != v)
         raise TrainingError(f"init_from {init_from} holds another model ({', '.join(changed)} differ); "
                             "its weights cannot start this run (a run may add blocks, never remove them)")
