@@ -142,5 +142,6 @@ def _pair_by_dataset(rows: list[dict]) -> None:
         print_paired_over_datasets(f"Against {first['options']}", first, [(row["options"], row, row) for row in later],
                                    "paired_dataset_ratio")
 
+
 if __name__ == "__main__":
     main()

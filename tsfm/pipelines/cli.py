@@ -165,6 +165,10 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
 
     model_flags = {"--backbone": args.backbone, "--preset": args.preset, "--horizon-patches": args.horizon_patches,
                    "--horizon-embedding": args.horizon_embedding or None}  # --seasonal-hint may grow a checkpoint
+    # fields set alike on a new model and over --init-from (grown, or adapted: tsfm.pipelines.train)
+    changes = {"seasonal_hint": True} if args.seasonal_hint else {}
+    if args.scale_loc_steps is not None:
+        changes["scale_loc_steps"] = args.scale_loc_steps
     if args.init_from is not None:
         from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
 
@@ -179,23 +183,16 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         if args.context_length > config.context_length:
             raise CommandError(f"--context-length {args.context_length} exceeds the context of --init-from "
                                f"{args.init_from} ({config.context_length})")
-        grown = {"n_layers": args.grow_layers} if args.grow_layers is not None else {}
-        if args.seasonal_hint:
-            grown["seasonal_hint"] = True
-        if args.scale_loc_steps is not None:
-            grown["scale_loc_steps"] = args.scale_loc_steps
-        return config.replace(**grown)  # a bad value is a ValueError: the caller's CommandError
+        if args.grow_layers is not None:
+            changes["n_layers"] = args.grow_layers
+        return config.replace(**changes)  # a bad value is a ValueError: the caller's CommandError
     if args.grow_layers is not None:
         raise CommandError("--grow-layers grows the model of --init-from; give --init-from too")
-    changes = {"context_length": max(args.context_length, 2048)}
+    changes["context_length"] = max(args.context_length, 2048)
     if args.horizon_patches is not None:
         changes["train_horizon_patches"] = args.horizon_patches
     if args.horizon_embedding:
         changes["horizon_embedding"] = True
-    if args.seasonal_hint:
-        changes["seasonal_hint"] = True
-    if args.scale_loc_steps is not None:
-        changes["scale_loc_steps"] = args.scale_loc_steps
     return preset_config(args.backbone or "xlstm[3:1]", args.preset or "1M", **changes)
 
 
