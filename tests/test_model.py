@@ -48,7 +48,10 @@ def test_a_short_context_is_read_as_training_padded_it(spec, decoding):
         scale = fit_scale(context)
         alone = model.backbone(model._context_tokens(context, scale))[:, -1]
         last, _ = model.read_context(context, scale)
+        model.config = model.config.replace(pad_short_contexts=False)  # the earlier reading, kept for the sweep
+        unpadded, _ = model.read_context(context, scale)
     assert not torch.allclose(last, alone, atol=1e-3)
+    torch.testing.assert_close(unpadded, alone)
 
 
 def test_the_missing_patches_state_is_kept_until_the_weights_change():
@@ -285,9 +288,15 @@ def test_infer_nonnegative_must_be_a_bool():
         ModelConfig(infer_nonnegative="yes")
 
 
+def test_pad_short_contexts_must_be_a_bool():
+    with pytest.raises(ValueError, match="pad_short_contexts must be true or false"):
+        ModelConfig(pad_short_contexts=0)
+
+
 def test_same_network_ignores_only_the_inference_settings():
     base = ModelConfig()
-    assert base.same_network(base.replace(decoding="autoregressive", infer_nonnegative=True))
+    assert base.same_network(base.replace(decoding="autoregressive", infer_nonnegative=True,
+                                          pad_short_contexts=False))
     assert not base.same_network(base.replace(d_model=256))
     assert not base.same_network(base.replace(horizon_embedding=True))
 

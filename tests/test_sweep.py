@@ -20,6 +20,7 @@ from tsfm.pipelines.data.build import build_benchmark
 from tsfm.pipelines.data.gift_format import write_dataset
 from tsfm.pipelines.data.paths import raw_dir
 from tsfm.pipelines.sweep import (
+    READ_ALONE,
     SHORT_CONTEXTS,
     Recipe,
     SweepError,
@@ -27,6 +28,7 @@ from tsfm.pipelines.sweep import (
     SweepSettings,
     _child_env,
     _configs,
+    _score_read_alone,
     append_rows,
     plan_runs,
     run_sweep,
@@ -111,6 +113,28 @@ def test_side_by_side_runs_write_the_same_rows(tmp_path, corpus, benchmark):
     assert sorted(run_sweep(runs, sweep, parallel=2, progress=False)) == sorted(r.name for r in runs)
     results = pd.read_csv(sweep.out / "results.csv")
     assert sorted(results["run"]) == sorted(r.name for r in runs for _ in sweep.decodings)
+
+
+def test_read_alone_rows_rescore_only_the_short_configurations(tmp_path, corpus, benchmark):
+    """With ``read_alone_rows`` every run also gets the rows of the earlier reading (short contexts read alone):
+    ``m4_hourly``'s contexts are shorter than the trained window, so its rows are scored again and differ; a
+    configuration whose contexts fill the window keeps the padded rows (nothing to read or skip), unscored."""
+    sweep = settings(tmp_path / "sweep", corpus, benchmark, read_alone_rows=True)
+    run_sweep(plan_runs(["mamba2"], ["1M"]), sweep, parallel=1, progress=False)
+    results = pd.read_csv(sweep.out / "results.csv")
+    assert sorted(zip(results["decoding"], results["short_contexts"], strict=True)) == sorted(
+        (d, c) for d in ("masked", "autoregressive") for c in (SHORT_CONTEXTS, READ_ALONE))
+    for _, pair in results.groupby("decoding"):
+        padded, alone = (pair.loc[pair["short_contexts"] == c, "MASE_normalised"].item()
+                         for c in (SHORT_CONTEXTS, READ_ALONE))
+        assert padded != alone
+    run_dir = sweep.out / "runs" / "mamba2-1M-s0"
+    config = json.loads((run_dir / "model-masked-alone" / "config.json").read_text())["model"]
+    assert config["pad_short_contexts"] is False and config["decoding"] == "masked"
+    padded_rows = [{"dataset": "m4_hourly/H/short", "MASE_normalised": 1.5}]
+    kept = _score_read_alone(run_dir / "model", tmp_path / "unused", "masked", padded_rows, "x", sweep,
+                             context_length=1)  # every context fills a one-step window
+    assert kept == padded_rows and not (tmp_path / "unused").exists()
 
 
 def test_bad_requests_fail_before_compute(tmp_path, corpus, benchmark):

@@ -18,7 +18,7 @@ DEFAULT_QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
 DECODINGS = ("masked", "autoregressive")
 """How a Forecaster turns one context into a multi-patch forecast (``ModelConfig.decoding``)."""
 
-INFERENCE_FIELDS = ("decoding", "infer_nonnegative")
+INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "pad_short_contexts")
 """``ModelConfig`` fields that only say how forecasts are made: the weights, a training run and a stream's state do
 not depend on them, so they may differ between a checkpoint and the model that reads it
 (:meth:`ModelConfig.same_network`)."""
@@ -61,6 +61,10 @@ class ModelConfig:
             negative value (counts, sales, loads, prices), as TimesFM 2.5's ``infer_is_positive`` does; a series
             with a negative value is forecast as it is. An inference setting like ``decoding``: the weights do not
             depend on it, and ``Forecaster.forecast`` can override it per call.
+        pad_short_contexts: read a context shorter than ``context_length`` after the fully missing patch tokens
+            that filled every shorter history in training (``Forecaster.read_context``). ``False`` reads it alone,
+            as every forecast did before the fourteenth session; kept so that the scaling sweep can score new runs
+            as its earlier rows were scored (``tsfm.pipelines.sweep``), not for forecasting. An inference setting.
         scale_loc_steps: centre each context on the mean of its last ``scale_loc_steps`` observed steps (its recent
             level) instead of its whole mean; the spread is still the whole context's (:func:`tsfm.scaling.fit_scale`).
             ``None`` (every checkpoint before it): the whole mean, DESIGN §2.1. Part of the network's function, not an
@@ -84,6 +88,7 @@ class ModelConfig:
     seasonal_hint: bool = False
     decoding: str = "masked"
     infer_nonnegative: bool = False
+    pad_short_contexts: bool = True
     scale_loc_steps: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -107,6 +112,8 @@ class ModelConfig:
             problems.append(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
         if not isinstance(self.infer_nonnegative, bool):
             problems.append(f"infer_nonnegative must be true or false, got {self.infer_nonnegative!r}")
+        if not isinstance(self.pad_short_contexts, bool):
+            problems.append(f"pad_short_contexts must be true or false, got {self.pad_short_contexts!r}")
         loc_steps = self.scale_loc_steps
         if loc_steps is not None and (not isinstance(loc_steps, int) or isinstance(loc_steps, bool) or loc_steps <= 0):
             problems.append(f"scale_loc_steps must be a positive integer or null, got {loc_steps!r}")

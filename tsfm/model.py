@@ -161,10 +161,13 @@ class Forecaster(nn.Module):
         the trained window is read after the missing tokens it had in training. They do not depend on the input
         (a fully missing patch embeds to one fixed token), so the state after them is computed for one series,
         kept until the weights change, and shared by the batch: the cost stays that of the context's own patches.
-        Longer contexts (recurrent backbones read any length) are read as they are.
+        Longer contexts (recurrent backbones read any length) are read as they are, and so is every context when
+        ``config.pad_short_contexts`` is off (the earlier reading, kept to score sweep runs comparably).
         """
         tokens = self._context_tokens(context, scale)
         missing = self.config.context_length // self.config.patch_size - tokens.shape[1]
+        if not self.config.pad_short_contexts:
+            missing = 0
         state = self._state_after_missing_tokens(missing, tokens) if missing > 0 else None
         hidden, state = self.backbone(tokens, state=state, return_state=True)
         return hidden[:, -1], state

@@ -234,6 +234,9 @@ def _command_line() -> str | None:
         help="score every run with each of these decodings, one row each (default: masked,autoregressive)"),
     arg("--no-horizon-embedding", action="store_true",
         help="train without the horizon embedding on the masked future tokens (the default recipe has it)"),
+    arg("--read-alone-rows", action="store_true",
+        help="also score every run with contexts shorter than the trained window read alone, as rows scored "
+             "before the fourteenth session were (short_contexts = alone), so new runs join their tables"),
 )
 def sweep_command(args: argparse.Namespace) -> int:
     """The runner lives in ``tsfm.pipelines.sweep``; the CLI parses, plans and hands over."""
@@ -257,7 +260,8 @@ def sweep_command(args: argparse.Namespace) -> int:
                                  horizon_patches=args.horizon_patches, max_minutes=args.max_minutes,
                                  max_series_length=args.max_series_length, recipes=recipes,
                                  devices=args.devices, horizon_embedding=not args.no_horizon_embedding,
-                                 decodings=tuple(d.strip() for d in args.decodings.split(",") if d.strip()))
+                                 decodings=tuple(d.strip() for d in args.decodings.split(",") if d.strip()),
+                                 read_alone_rows=args.read_alone_rows)
         finished = run_sweep(runs, settings, parallel=args.parallel)
     except (SweepError, ValueError) as err:
         raise CommandError(str(err)) from None

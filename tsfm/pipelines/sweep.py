@@ -131,6 +131,7 @@ class SweepSettings:
     recipes: dict[str, Recipe] = dataclasses.field(default_factory=lambda: dict(RECIPES))
     model_changes: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. tiny models for tests
     configs: list[str] | None = None  # score on these benchmark configurations only (default: all)
+    read_alone_rows: bool = False  # also the rows of short contexts read alone (READ_ALONE), as before session 14
     devices: int = 1  # data-parallel devices per run (TrainConfig.devices; the recipe's batch stays global)
 
 
@@ -200,6 +201,13 @@ the column were scored before and read it alone, which changes the short-history
 ``m4_hourly``), so the report never pools the two (``sweep_report.read_sweep``)."""
 
 
+READ_ALONE = "alone"
+"""The ``short_contexts`` value of rows scored with ``ModelConfig.pad_short_contexts`` off: a context shorter than
+the trained window read alone, as every row before the fourteenth session was. Those rows' weights were not kept, so
+they cannot be re-scored; a later run scored this way too (``SweepSettings.read_alone_rows``) sits in their tables,
+and the scaling tables stay one measurement from 1M up."""
+
+
 def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = False) -> list[dict[str, Any]]:
     """Train one run (resuming it if interrupted), score its validation-chosen checkpoint zero-shot, and return
     one row per benchmark configuration."""
@@ -225,8 +233,12 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
         scored = run_dir / f"model-{decoding}"
         if not scored.exists():
             with_inference(model_path, scored, decoding=decoding)
-        rows += [{"decoding": decoding, **row} for row in score_checkpoint(
-            scored, run.name, settings.benchmark, settings.normaliser, configs=settings.configs)]
+        padded = score_checkpoint(scored, run.name, settings.benchmark, settings.normaliser, configs=settings.configs)
+        rows += [{"decoding": decoding, "short_contexts": SHORT_CONTEXTS, **row} for row in padded]
+        if settings.read_alone_rows:
+            rows += [{"decoding": decoding, "short_contexts": READ_ALONE, **row}
+                     for row in _score_read_alone(model_path, run_dir / f"model-{decoding}-alone", decoding, padded,
+                                                  run.name, settings, model_config.context_length)]
     common = {
         "run": run.name, "backbone": run.backbone, "preset": run.preset, "seed": run.seed,
         "parameters": provenance["num_parameters"], "tokens_seen": provenance["tokens_seen"],
@@ -234,9 +246,31 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
         "train_seconds": provenance["train_seconds"], "wall_seconds_this_call": round(time.monotonic() - started, 1),
         "tokens_per_s": round(provenance["tokens_seen"] / max(provenance["train_seconds"], 1e-9)),
         "train_loss": provenance["final_train_loss"], "val_loss": provenance["best_val_loss"],
-        "device": provenance["device"], "short_contexts": SHORT_CONTEXTS,
+        "device": provenance["device"],
     }
     return [{**common, **row} for row in rows]
+
+
+def _score_read_alone(model_path: Path, folder: Path, decoding: str, padded: list[dict[str, Any]], name: str,
+                      settings: SweepSettings, context_length: int) -> list[dict[str, Any]]:
+    """``padded``'s rows as a model reading short contexts alone scores them: configurations whose first test
+    window has a shorter context than ``context_length`` are scored again with ``pad_short_contexts`` off; the
+    others' rows are ``padded``'s, since a context of the full window has no missing tokens to read or skip."""
+    from tsfm.pipelines.data.gift_eval import GiftEvalDataset
+    from tsfm.pipelines.evaluate import select_configs, with_inference
+
+    short = []
+    for dataset, term in select_configs(settings.benchmark, settings.configs):
+        ds = GiftEvalDataset.per_variate(dataset, term, root=settings.benchmark)
+        if ds.min_series_length - ds.prediction_length * ds.windows < context_length:
+            short.append(ds.config_key)
+    if not short:
+        return [dict(row) for row in padded]
+    if not folder.exists():
+        with_inference(model_path, folder, decoding=decoding, pad_short_contexts=False)
+    alone = {row["dataset"]: row for row in score_checkpoint(folder, name, settings.benchmark, settings.normaliser,
+                                                             configs=short)}
+    return [dict(alone.get(row["dataset"], row)) for row in padded]
 
 
 def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, normaliser: Path, *,
