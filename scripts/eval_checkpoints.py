@@ -8,7 +8,7 @@ the same format, and prints the normalised geometric means and how many configur
 
     PYTHONPATH=. python3 scripts/eval_checkpoints.py runs/a/model runs/b/model --benchmark data/benchmark \
         --out $OUT/eval [--configs m4_hourly/H/short ...] [--device cuda] \
-        [--decoding autoregressive] [--infer-nonnegative on]
+        [--decoding autoregressive] [--infer-nonnegative on] [--naive-blend inverse_mae]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tsfm.config import DECODINGS
+from tsfm.config import DECODINGS, NAIVE_BLENDS
 from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 from tsfm.pipelines.evaluate import (
     RESULTS_FILE,
@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--infer-nonnegative", choices=("on", "off"), default=None,
                         help="clamp forecasts of never-negative series at 0 (on) or not (off), instead of what each "
                              "checkpoint's config.json says")
+    parser.add_argument("--naive-blend", choices=NAIVE_BLENDS, default=None,
+                        help="lean forecasts towards Seasonal Naive by an in-context backtest (tsfm.naive_blend), "
+                             "instead of what each checkpoint's config.json says")
+    parser.add_argument("--before-test", action="store_true",
+                        help="score the windows that end where the test windows begin (choosing inference settings "
+                             "without the test windows); --normaliser must then hold Seasonal Naive's rows on them")
     parser.add_argument("--context-length", type=int, default=None,
                         help="last steps of each series the model reads (default: the model's own)")
     args = parser.parse_args(argv)
@@ -69,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         settings["decoding"] = args.decoding
     if args.infer_nonnegative is not None:
         settings["infer_nonnegative"] = args.infer_nonnegative == "on"
+    if args.naive_blend is not None:
+        settings["naive_blend"] = args.naive_blend
     for spec, name in zip(args.models, names, strict=True):
         if settings:
             spec = str(with_inference(spec, scratch / name, **settings))
@@ -79,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             predictor = runner.make_predictor(ds)
             if args.context_length is not None:  # TsfmPredictor: the window predict() reads
                 predictor.context_length = args.context_length
-            rows.append(result_row(name, ds, evaluate_predictor(predictor, ds)))
+            rows.append(result_row(name, ds, evaluate_predictor(predictor, ds, before_test=args.before_test)))
         frame = pd.DataFrame(rows)
         (args.out / name).mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.out / name / RESULTS_FILE, index=False)

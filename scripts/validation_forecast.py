@@ -42,13 +42,14 @@ from tsfm.scaling import ScaleParams, apply_scale, fit_scale
 
 
 def forecast(model, context: torch.Tensor, horizon: int, *, context_length: int, decoding: str,
-             flip_invariant: bool) -> torch.Tensor:
+             flip_invariant: bool, naive_blend: str) -> torch.Tensor:
     """``[B, Q, H]`` quantiles under the options, before the clamp: the context's last ``context_length`` steps,
-    ``decoding`` and the sign-flip average (the levels must be symmetric about 0.5)."""
+    ``decoding``, the Seasonal-Naive blend and the sign-flip average (the levels must be symmetric about 0.5)."""
     context = context[:, -context_length:]
-    out = model.forecast(context, horizon, decoding, infer_nonnegative=False)
+    out = model.forecast(context, horizon, decoding, infer_nonnegative=False, naive_blend=naive_blend)
     if flip_invariant:
-        out = 0.5 * (out - model.forecast(-context, horizon, decoding, infer_nonnegative=False).flip(1))
+        out = 0.5 * (out - model.forecast(-context, horizon, decoding, infer_nonnegative=False,
+                                          naive_blend=naive_blend).flip(1))
     return out
 
 
@@ -76,6 +77,8 @@ def main() -> None:
                              "the model's context length alone)")
     parser.add_argument("--decodings", default=None, help="comma-separated (default: the model's decoding alone)")
     parser.add_argument("--no-flip", action="store_true", help="leave out the sign-flip average (half the time)")
+    parser.add_argument("--naive-blends", default=None,
+                        help="comma-separated tsfm.naive_blend settings (default: the model's alone)")
     parser.add_argument("--pairs", action="store_true",
                         help="also score the level-by-level quantile average of every pair of option combinations")
     args = parser.parse_args()
@@ -95,6 +98,7 @@ def main() -> None:
         else [model_config.context_length],
         "decoding": args.decodings.split(",") if args.decodings else [model_config.decoding],
         "flip_invariant": [False] if args.no_flip else [False, True],
+        "naive_blend": args.naive_blends.split(",") if args.naive_blends else [model_config.naive_blend],
     }
     params = ScaleParams(*(t.cpu() for t in fit_scale(contexts)))
     nonnegative = has_no_negative_value(contexts)

@@ -387,3 +387,24 @@ def test_infer_nonnegative_per_call_overrides_the_model_setting():
         predict(series, 16, model=model, infer_nonnegative="no")
     fake = FakeForecaster()  # its forecast takes no such option: None must not pass one
     assert predict(np.arange(30.0), 4, model=fake)[0].shape == (1, 4, len(DEFAULT_QUANTILE_LEVELS))
+
+
+def test_naive_blend_per_call_overrides_the_model_setting():
+    """``predict(..., naive_blend=)``: None follows the model's config, "off" is the model's own forecast, and an
+    exactly repeating season is forecast as Seasonal Naive with the blend on; a bad value names the field."""
+    from tsfm.model import Forecaster
+
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="gdn", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
+                         context_length=256, train_horizon_patches=2, naive_blend="inverse_mae")
+    model = Forecaster(config).eval()
+    season = np.tile(np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0, 5.0, 8.0]), 12)
+    blended, median = predict(season, 16, model=model)
+    own, own_median = predict(season, 16, model=model, naive_blend="off")
+    np.testing.assert_allclose(median[0], np.tile(season[-12:], 2)[:16], rtol=1e-4, atol=1e-4)
+    assert not np.allclose(own_median, median, atol=1e-3)
+    np.testing.assert_allclose(blended - median[..., None], own - own_median[..., None], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ForecastInputError, match="naive_blend must be one of"):
+        predict(season, 16, model=model, naive_blend="on")
+    fake = FakeForecaster()  # its forecast takes no such option: None must not pass one
+    assert predict(np.arange(30.0), 4, model=fake)[0].shape == (1, 4, len(DEFAULT_QUANTILE_LEVELS))

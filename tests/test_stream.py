@@ -305,3 +305,25 @@ def test_stream_opens_and_reanchors_on_the_models_recent_level():
     assert stream.reanchors == [1]
     tail = stream._tails[0][: len(stream._tails[0]) - stream.buffered[0]]
     assert math.isclose(float(stream._loc[0, 0]), float(tail[-16:].mean()), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("spec", ["gdn", "transformer"])
+def test_a_stream_blends_with_seasonal_naive_as_forecast_does(spec):
+    """With ``naive_blend`` on, a stream's forecast is ``Forecaster.forecast``'s on the same series (backtested on
+    the kept tail), whether it forecasts from its state (gdn) or re-reads its tail (transformer)."""
+    plain_model = tiny(spec)
+    model = Forecaster(plain_model.config.replace(naive_blend="inverse_mae")).eval()
+    model.load_state_dict(plain_model.state_dict())
+    t = np.arange(160, dtype=np.float64)
+    series = [10 + 3 * np.sin(2 * np.pi * t / 12), 5 + np.cos(2 * np.pi * t / 16) + 0.01 * t]
+    stream = open_stream(model, [s[:120] for s in series], max_drift=None)
+    plain = open_stream(plain_model, [s[:120] for s in series], max_drift=None)
+    for s in (stream, plain):
+        s.update([x[120:160] for x in series])  # 160 = 20 patches: gdn forecasts from its state
+    scale = ScaleParams(stream._loc.clone(), stream._scale.clone())
+    with torch.no_grad():
+        got = stream.forecast_model_quantiles(20)
+        want = reference(model, series, scale, 20, None, opened=from_state(stream, [s[:120] for s in series]))
+        unblended = plain.forecast_model_quantiles(20)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+    assert not torch.allclose(got, unblended, atol=1e-3)  # the blend acted

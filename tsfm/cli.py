@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tsfm.config import NAIVE_BLENDS
+
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad input, as argparse uses for bad arguments
 
@@ -286,6 +288,9 @@ def _summary_table(forecast: Any, id_column: str) -> str:
     arg("--allow-negative", action="store_true",
         help="keep negative forecasts of series whose history has no negative value (the default model sets them "
              "to 0: ModelConfig.infer_nonnegative)"),
+    arg("--naive-blend", choices=NAIVE_BLENDS, default=None,
+        help="move forecasts towards Seasonal Naive by how the two forecast each series' last steps (off: the "
+             "model's own forecast; default: the model's ModelConfig.naive_blend, inverse_mae for the default)"),
 )
 def forecast_command(args: argparse.Namespace) -> int:
     from tsfm.config import DEFAULT_QUANTILE_LEVELS
@@ -306,6 +311,7 @@ def forecast_command(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         context_length=args.context_length,
         infer_nonnegative=False if args.allow_negative else None,
+        naive_blend=args.naive_blend,
         **columns,
     )
     print(_summary_table(forecast, args.id_column))

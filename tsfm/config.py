@@ -18,7 +18,10 @@ DEFAULT_QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
 DECODINGS = ("masked", "autoregressive")
 """How a Forecaster turns one context into a multi-patch forecast (``ModelConfig.decoding``)."""
 
-INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "pad_short_contexts")
+NAIVE_BLENDS = ("off", "inverse_mae", "switch")
+"""How a forecast may lean towards Seasonal Naive (``ModelConfig.naive_blend``, :mod:`tsfm.naive_blend`)."""
+
+INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "pad_short_contexts", "naive_blend")
 """``ModelConfig`` fields that only say how forecasts are made: the weights, a training run and a stream's state do
 not depend on them, so they may differ between a checkpoint and the model that reads it
 (:meth:`ModelConfig.same_network`)."""
@@ -65,6 +68,9 @@ class ModelConfig:
             that filled every shorter history in training (``Forecaster.read_context``). ``False`` reads it alone,
             as every forecast did before the fourteenth session; kept so that the scaling sweep can score new runs
             as its earlier rows were scored (``tsfm.pipelines.sweep``), not for forecasting. An inference setting.
+        naive_blend: move the forecast towards Seasonal Naive by how the two forecast the context's own last steps
+            (``"inverse_mae"``, ``"switch"``; ``"off"``: the model's forecast as it is): :mod:`tsfm.naive_blend`.
+            An inference setting; ``Forecaster.forecast`` can override it per call.
         scale_loc_steps: centre each context on the mean of its last ``scale_loc_steps`` observed steps (its recent
             level) instead of its whole mean; the spread is still the whole context's (:func:`tsfm.scaling.fit_scale`).
             ``None`` (every checkpoint before it): the whole mean, DESIGN §2.1. Part of the network's function, not an
@@ -89,6 +95,7 @@ class ModelConfig:
     decoding: str = "masked"
     infer_nonnegative: bool = False
     pad_short_contexts: bool = True
+    naive_blend: str = "off"
     scale_loc_steps: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -112,6 +119,8 @@ class ModelConfig:
             problems.append(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
         if not isinstance(self.infer_nonnegative, bool):
             problems.append(f"infer_nonnegative must be true or false, got {self.infer_nonnegative!r}")
+        if self.naive_blend not in NAIVE_BLENDS:
+            problems.append(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}, got {self.naive_blend!r}")
         if not isinstance(self.pad_short_contexts, bool):
             problems.append(f"pad_short_contexts must be true or false, got {self.pad_short_contexts!r}")
         loc_steps = self.scale_loc_steps

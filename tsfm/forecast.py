@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 
 import numpy as np
 
-from tsfm.config import DEFAULT_QUANTILE_LEVELS, ModelConfig
+from tsfm.config import DEFAULT_QUANTILE_LEVELS, NAIVE_BLENDS, ModelConfig
 from tsfm.df_utils import (
     ForecastInputError,
     ForecastInputTypeError,
@@ -108,6 +108,7 @@ def predict(
     device: str | torch.device | None = None,
     show_progress: bool | None = None,
     infer_nonnegative: bool | None = None,
+    naive_blend: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Forecast quantiles for one or many series given as arrays.
 
@@ -127,6 +128,10 @@ def predict(
         infer_nonnegative: ``False`` keeps the negative forecasts of series whose context has no negative value,
             ``True`` sets them to 0, ``None`` does what the model's ``config.infer_nonnegative`` says (on for the
             shipped models).
+        naive_blend: ``"off"`` returns the model's own forecast; ``"inverse_mae"`` or ``"switch"`` move it towards
+            Seasonal Naive by how the two forecast each series' last steps (``tsfm.naive_blend``: one more, shorter
+            forecast per series); ``None`` does what the model's ``config.naive_blend`` says (``"inverse_mae"`` for
+            the shipped default).
 
     Returns:
         ``(quantiles, median)``: float32 arrays ``[N, H, len(quantile_levels)]`` and ``[N, H]``; the median is the
@@ -150,6 +155,7 @@ def predict(
         device=device,
         show_progress=show_progress,
         infer_nonnegative=infer_nonnegative,
+        naive_blend=naive_blend,
     )
 
 
@@ -169,6 +175,7 @@ def predict_df(
     validate_inputs: bool = True,
     show_progress: bool | None = None,
     infer_nonnegative: bool | None = None,
+    naive_blend: str | None = None,
 ) -> pd.DataFrame:
     """Forecast every series of a long-format DataFrame.
 
@@ -183,7 +190,7 @@ def predict_df(
         freq: pandas frequency alias (``"h"``, ``"D"``, ``"W-SUN"``, ``"MS"``, ``"15min"``). ``None`` infers it
             per series and requires all series to agree and be regular. When given, every timestamp must lie on its
             grid, and timestamps missing inside a series are filled with NaN (regularised) before forecasting.
-        batch_size, context_length, device, show_progress, infer_nonnegative: as in ``predict``.
+        batch_size, context_length, device, show_progress, infer_nonnegative, naive_blend: as in ``predict``.
         validate_inputs: ``False`` skips the per-series checks for speed; rows must then be sorted by time within
             each series and regular (see ``tsfm.df_utils.prepare_df``).
 
@@ -222,6 +229,7 @@ def predict_df(
         device=device,
         show_progress=show_progress,
         infer_nonnegative=infer_nonnegative,
+        naive_blend=naive_blend,
     )
     columns: dict[Hashable, Any] = {
         id_column: prepared.item_ids.repeat(prediction_length),
@@ -272,10 +280,13 @@ def _predict_series(
     device: str | torch.device | None,
     show_progress: bool | None,
     infer_nonnegative: bool | None = None,
+    naive_blend: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Shared body of ``predict`` and ``predict_df``; ``labels`` name the series in error messages."""
     prediction_length = check_prediction_length(prediction_length)
     infer_nonnegative = check_optional_bool("infer_nonnegative", infer_nonnegative)
+    if naive_blend is not None and naive_blend not in NAIVE_BLENDS:
+        raise ForecastInputError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)} or None, got {naive_blend!r}")
     levels = check_quantile_levels(quantile_levels)
     batch_size = check_positive_int("batch_size", batch_size)
     context_length = check_positive_int("context_length", context_length, allow_none=True)
@@ -289,7 +300,7 @@ def _predict_series(
     _warn_if_past_trained_horizon(config, prediction_length)
 
     raw = _forecast_in_batches(forecaster, series, prediction_length, batch_size, show_progress,
-                               infer_nonnegative)  # [N, Qm, H]
+                               infer_nonnegative, naive_blend)  # [N, Qm, H]
     raw = np.moveaxis(raw, 1, 2)  # [N, H, Qm]
     model_levels = tuple(float(q) for q in forecaster.quantile_levels)
     _warn_if_clamped(levels, model_levels)
@@ -383,14 +394,17 @@ def _forecast_in_batches(
     batch_size: int,
     show_progress: bool | None,
     infer_nonnegative: bool | None = None,
+    naive_blend: str | None = None,
 ) -> np.ndarray:
     """Run the model over length buckets and batches; returns ``[N, Q_model, H]`` float32 in input order.
-    ``infer_nonnegative`` reaches ``model.forecast`` only when set, so models without that option still serve."""
+    ``infer_nonnegative`` and ``naive_blend`` reach ``model.forecast`` only when set, so models without those options
+    still serve."""
     import torch
     from tqdm.auto import tqdm
 
     patch_size = model.config.patch_size
-    options = {} if infer_nonnegative is None else {"infer_nonnegative": infer_nonnegative}
+    options = {name: value for name, value in (("infer_nonnegative", infer_nonnegative), ("naive_blend", naive_blend))
+               if value is not None}
     batches = _plan_batches([len(s) for s in series], patch_size, batch_size)
     device = _model_device(model)
     out = np.empty((len(series), len(model.quantile_levels), prediction_length), dtype=np.float32)

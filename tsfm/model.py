@@ -17,9 +17,10 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from tsfm.backbones import build_backbone
-from tsfm.config import DECODINGS, ModelConfig
+from tsfm.config import DECODINGS, NAIVE_BLENDS, ModelConfig
 from tsfm.heads import QuantileHead, pinball_loss, quantile_match_loss
 from tsfm.mlp import ResidualMLP
+from tsfm.naive_blend import blend_with_seasonal_naive
 from tsfm.patching import PatchEmbedding, contiguous_patch_mask, patch_tokens, patchify
 from tsfm.scaling import ScaleParams, apply_scale, fit_scale, invert_scale
 from tsfm.seasonality import detect_period, seasonal_naive_hint
@@ -239,12 +240,14 @@ class Forecaster(nn.Module):
         decoding: str | None = None,
         scale: ScaleParams | None = None,
         infer_nonnegative: bool | None = None,
+        naive_blend: str | None = None,
     ) -> torch.Tensor:
         """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``.
 
         ``decoding`` overrides ``config.decoding`` (``"masked"`` or ``"autoregressive"``); both give the same first
         patch. ``scale`` fixes the scaling (default: fitted on the context), as a stream does.
-        ``infer_nonnegative`` overrides ``config.infer_nonnegative``.
+        ``infer_nonnegative`` and ``naive_blend`` override the config's (:mod:`tsfm.naive_blend`: a second,
+        shorter forecast backtests the model on the context's last steps).
         """
         if prediction_length <= 0:
             raise ValueError(f"prediction_length must be positive, got {prediction_length}")
@@ -259,6 +262,15 @@ class Forecaster(nn.Module):
         last, state = self.read_context(context, scale)
         out = self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
                                      hint_context=context)
+        blend = self.config.naive_blend if naive_blend is None else naive_blend
+        if blend not in NAIVE_BLENDS:
+            raise ValueError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}, got {blend!r}")
+        if blend != "off":
+            def backtest(history: torch.Tensor, horizon: int) -> torch.Tensor:
+                return self.forecast(history, horizon, decoding, infer_nonnegative=False,
+                                     naive_blend="off")[:, self._median_index]
+
+            out = blend_with_seasonal_naive(context, out, self._median_index, blend, backtest)
         return clamp_if_nonnegative(out, has_no_negative_value(context)) if nonnegative else out
 
     @property

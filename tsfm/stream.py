@@ -57,6 +57,7 @@ from tsfm import graphed_step
 from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
 from tsfm.model import Forecaster, clamp_if_nonnegative, has_no_negative_value
+from tsfm.naive_blend import blend_with_seasonal_naive
 from tsfm.patching import patch_tokens
 from tsfm.scaling import ScaleParams, apply_scale
 
@@ -196,7 +197,9 @@ class Stream:
             idx = torch.tensor(index, device=out.device)
             scale = ScaleParams(self._loc[idx], self._scale[idx])
             out[idx] = self.model.forecast(context, prediction_length, self.decoding, scale=scale,
-                                           infer_nonnegative=False)
+                                           infer_nonnegative=False, naive_blend="off")
+        if self.config.naive_blend != "off":  # predict's blend, backtested on the same window: the kept tail
+            out = self._blend_with_seasonal_naive(out)
         if infer_nonnegative:  # predict's rule on the same window: the tail the stream keeps
             nonnegative = torch.stack([has_no_negative_value(tail) for tail in self._tails]).to(out.device)
             out = clamp_if_nonnegative(out, nonnegative)
@@ -371,6 +374,24 @@ class Stream:
             hint_context = self._stacked_tails(index, max(len(self._tails[i]) for i in index)).to(last.device)
         return self.model.decode_from_state(last, state, scale, prediction_length, self.decoding,
                                             hint_context=hint_context)
+
+    def _blend_with_seasonal_naive(self, out: torch.Tensor) -> torch.Tensor:
+        """``out [B, Q, H]`` moved towards Seasonal Naive as ``Forecaster.forecast`` moves it
+        (``config.naive_blend``, :mod:`tsfm.naive_blend`), each series judged on the tail the stream keeps: the
+        backtest re-reads that tail, so a stream with the blend on costs a context read per forecast."""
+        median = self.model._median_index
+
+        def backtest(history: torch.Tensor, horizon: int) -> torch.Tensor:
+            return self.model.forecast(history, horizon, self.decoding, infer_nonnegative=False,
+                                       naive_blend="off")[:, median]
+
+        blended = out.clone()
+        for width, index in _group_by_patches([len(tail) for tail in self._tails], list(range(self.num_series)),
+                                              self.config.patch_size):
+            idx = torch.tensor(index, device=out.device)
+            context = self._stacked_tails(index, width).to(out.device)
+            blended[idx] = blend_with_seasonal_naive(context, out[idx], median, self.config.naive_blend, backtest)
+        return blended
 
     def _stacked_tails(self, index: list[int], width: int) -> torch.Tensor:
         """``[len(index), width]``: the listed series' kept tails, left-padded with NaN."""

@@ -157,6 +157,14 @@ def test_test_instances_follow_the_windows(tmp_path: Path) -> None:
     # validation ends where the test windows start; training one prediction length earlier
     assert [len(e["target"]) for e in ds.validation_dataset] == [1000 - 144, 2000 - 144]
     assert [len(e["target"]) for e in ds.training_dataset] == [1000 - 192, 2000 - 192]
+    # the windows before the test span: as many, as long, ending where the first test window begins
+    before = list(ds.windows_before_test)
+    assert len(before) == 2 * 3
+    for k, (inp, label) in enumerate(before):
+        item, w = divmod(k, 3)
+        cut = (1000, 2000)[item] - 48 * (6 - w)
+        assert len(inp["target"]) == cut and len(label["target"]) == 48
+    assert len(before[2][1]["target"]) + len(before[2][0]["target"]) == len(pairs[0][0]["target"])
 
 
 def test_multivariate_per_variate(tmp_path: Path) -> None:

@@ -489,6 +489,20 @@ class GiftEvalDataset:
             prediction_length=self.prediction_length, windows=self.windows, distance=self.prediction_length
         )
 
+    @property
+    def windows_before_test(self) -> Any:
+        """gluonts ``TestData`` like :attr:`test_data`, but of the ``windows`` windows that end where the test span
+        begins: the same shape of task on steps no test window scores, to choose inference settings on the
+        benchmark's own series without reading its test windows (GIFT-Eval's validation part)."""
+        from gluonts.dataset.split import split
+
+        offset = self.prediction_length * self.windows
+        self._check_lengths(2 * offset)
+        _, template = split(self.gluonts_dataset, offset=-2 * offset)
+        return template.generate_instances(
+            prediction_length=self.prediction_length, windows=self.windows, distance=self.prediction_length
+        )
+
     def __repr__(self) -> str:
         return (
             f"GiftEvalDataset({self.name!r}, {self.term.value!r}, freq={self.freq!r}, series={self.num_series}, "

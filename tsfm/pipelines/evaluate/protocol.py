@@ -106,9 +106,11 @@ def _gluonts_progress(desc: str, enabled: bool) -> Iterator[None]:
 
 
 def evaluate_predictor(
-    predictor: Any, dataset: GiftEvalDataset, *, progress: bool = False, desc: str = ""
+    predictor: Any, dataset: GiftEvalDataset, *, progress: bool = False, desc: str = "", before_test: bool = False
 ) -> dict[str, float]:
     """Score a gluonts predictor on one configuration with GIFT-Eval's arguments; returns ``{metric name: value}``.
+    ``before_test`` scores the windows that end where the test windows begin
+    (:attr:`GiftEvalDataset.windows_before_test`) instead of the test windows.
 
     Example:
         >>> evaluate_predictor(predictor, GiftEvalDataset.per_variate("m4_hourly", root="bench"))["MASE[0.5]"]
@@ -120,7 +122,7 @@ def evaluate_predictor(
     with _gluonts_progress(desc or dataset.config_key, progress):
         frame = evaluate_model(
             predictor,
-            test_data=dataset.test_data,
+            test_data=dataset.windows_before_test if before_test else dataset.test_data,
             metrics=gift_eval_metrics(),
             axis=None,
             batch_size=512,
