@@ -58,7 +58,7 @@ def test_validation_forecast_scores_every_option_and_the_clamp_helps_count_data(
     out = tmp_path / "forecast.json"
     printed = _run("validation_forecast.py", str(checkpoint), "--real-data", str(corpus), "--validation-share", "0.3",
                    "--pairs", "--out", str(out))
-    assert "| model/context_length/decoding/flip_invariant | all windows |" in printed
+    assert "| model/context_length/decoding/flip_invariant/naive_blend | all windows |" in printed
     result = json.loads(out.read_text())
     rows = {(tuple(m["flip_invariant"] for m in r["members"]), r["infer_nonnegative"]): r for r in result["rows"]}
     assert set(rows) == {(flips, clamp) for flips in [(False,), (True,), (False, True)] for clamp in (False, True)}

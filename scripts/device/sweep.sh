@@ -3,6 +3,9 @@
 # the sweep folder packed into $OUT (rows, provenance, configs, logs; no weights or Lightning checkpoints).
 #
 #   PARALLEL=4 MINUTES=8 bash scripts/device/sweep.sh --backbones 'xlstm[3:1],mamba2,gdn' --presets 1M,3M,10M
+#   PARALLEL=1 MINUTES=7.6 bash scripts/device/sweep.sh --backbones 'xlstm[3:1]' --presets 40M --read-alone-rows
+#
+# --read-alone-rows (every run from 40M on) also scores short contexts read alone, as the 1M-10M rows were scored.
 #
 # MINUTES is each run's training budget in this call; BUDGET_SECONDS (default 540) bounds the whole sweep command.
 #

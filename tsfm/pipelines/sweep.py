@@ -66,10 +66,10 @@ RECIPES: dict[str, Recipe] = {
 BUDGET_RULE = (
     "Every backbone at a preset gets the same recipe and token budget (patch tokens: context plus future tokens of "
     "every window). The budget grows with scale up to 10M (12M, 30M, 80M tokens) and is capped at 90M tokens for 40M "
-    "and 80M: a run must finish within one session's 30 minutes of H200 time, since its Lightning checkpoint (12 "
-    "bytes per parameter) cannot leave the machine, and the three 80M runs share that time. So 40M and 80M are "
-    "compared with each other and with 10M at a near-equal budget, far below compute-optimal (about 2 and 1 tokens "
-    "per parameter): differences between backbones at a preset are the mixers', the slope beyond 10M is "
+    "and 80M: a run must finish within one session's 30 minutes of GPU time, since its Lightning checkpoint (12 "
+    "bytes per parameter) cannot leave the machine; the runs of one preset may go in different sessions. So 40M "
+    "and 80M are compared with each other and with 10M at a near-equal budget, far below compute-optimal (about 2 "
+    "and 1 tokens per parameter): differences between backbones at a preset are the mixers', the slope beyond 10M is "
     "budget-limited."
 )
 
