@@ -35,6 +35,13 @@ def backtest_horizon(context_length: int, prediction_length: int) -> int:
     return min(prediction_length, context_length // 2)
 
 
+def backtestable(history: torch.Tensor, period: torch.Tensor) -> torch.Tensor:
+    """``[B]`` bool: a season, and :data:`MIN_PERIODS` whole periods of ``history [B, T']`` from its first observed
+    step on (the history before the held-out steps)."""
+    steps = (~torch.isnan(history)).cumsum(1).gt(0).sum(1)
+    return (period > 0) & (steps >= MIN_PERIODS * period)
+
+
 def naive_weight(context: torch.Tensor, period: torch.Tensor, backtest_median: torch.Tensor, how: str) -> torch.Tensor:
     """``[B]`` weight of Seasonal Naive for ``context [B, T]`` given the model's median forecast ``[B, h]`` of the
     context's last ``h`` steps from the steps before them; 0 where the backtest cannot be run."""
@@ -45,8 +52,7 @@ def naive_weight(context: torch.Tensor, period: torch.Tensor, backtest_median: t
     count = observed.sum(1)
     model_error = torch.where(observed, (backtest_median - truth).abs(), 0.0).sum(1) / count.clamp(min=1)
     naive_error = torch.where(observed, (naive - truth).abs(), 0.0).sum(1) / count.clamp(min=1)
-    history_steps = (~torch.isnan(history)).cumsum(1).gt(0).sum(1)  # from the first observed step on
-    usable = (period > 0) & (history_steps >= MIN_PERIODS * period) & (count > 0)
+    usable = backtestable(history, period) & (count > 0)
     if how == "inverse_mae":
         total = model_error + naive_error
         weight = torch.where(total > 0, model_error / total.clamp(min=torch.finfo(total.dtype).tiny), 0.0)
@@ -71,8 +77,7 @@ def blend_with_seasonal_naive(context: torch.Tensor, quantiles: torch.Tensor, me
         return quantiles
     period = detect_period(context)
     history = context[:, :-horizon]
-    history_steps = (~torch.isnan(history)).cumsum(1).gt(0).sum(1)  # from the first observed step on
-    rows = torch.nonzero((period > 0) & (history_steps >= MIN_PERIODS * period)).flatten()
+    rows = torch.nonzero(backtestable(history, period)).flatten()
     if rows.numel() == 0:
         return quantiles  # no series can be backtested: spare the second forecast
     weight = torch.zeros(context.shape[0], dtype=quantiles.dtype, device=quantiles.device)
