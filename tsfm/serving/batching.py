@@ -93,6 +93,7 @@ class _Job:
     prediction_length: int
     quantile_levels: tuple[float, ...]
     infer_nonnegative: bool | None
+    naive_blend: str | None
     future: asyncio.Future[Forecast]
     weight: int  # work units: series x forecast passes
     bulk: bool = False  # one of several calls of a large request
@@ -179,10 +180,10 @@ class MicroBatcher:
 
     async def submit(
         self, series: Sequence[np.ndarray], prediction_length: int, quantile_levels: Sequence[float],
-        infer_nonnegative: bool | None = None,
+        infer_nonnegative: bool | None = None, naive_blend: str | None = None,
     ) -> Forecast:
         """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it;
-        ``infer_nonnegative`` as ``tsfm.predict`` takes it.
+        ``infer_nonnegative`` and ``naive_blend`` as ``tsfm.predict`` takes them.
 
         Cancelling the caller (a timeout) drops the jobs that have not started and discards the result of the one
         that has. A request of more than ``max_batch_series`` work units is split into calls queued as bulk work.
@@ -210,7 +211,7 @@ class MicroBatcher:
         for first in range(0, len(series), size):
             future: asyncio.Future[Forecast] = loop.create_future()
             part = series[first : first + size]
-            queue.append(_Job(part, prediction_length, levels, infer_nonnegative, future,
+            queue.append(_Job(part, prediction_length, levels, infer_nonnegative, naive_blend, future,
                               weight=len(part) * passes, bulk=bulk))
             self._wakeup.set()
             try:
@@ -329,13 +330,13 @@ class MicroBatcher:
         return max(1, math.ceil(prediction_length / self.steps_per_pass))
 
     def _run(self, jobs: list[_Job]) -> list[Forecast | BaseException]:
-        """On the model thread: one ``predict`` per horizon and ``infer_nonnegative``; a failing group is retried
-        job by job."""
+        """On the model thread: one ``predict`` per horizon, ``infer_nonnegative`` and ``naive_blend``; a failing
+        group is retried job by job."""
         results: dict[int, Forecast | BaseException] = {}
-        groups: dict[tuple[int, bool | None], list[int]] = collections.defaultdict(list)
+        groups: dict[tuple[int, bool | None, str | None], list[int]] = collections.defaultdict(list)
         for i, job in enumerate(jobs):
-            groups[job.prediction_length, job.infer_nonnegative].append(i)
-        for (horizon, _), members in groups.items():
+            groups[job.prediction_length, job.infer_nonnegative, job.naive_blend].append(i)
+        for (horizon, _, _), members in groups.items():
             group = [jobs[i] for i in members]
             try:
                 for i, forecast in zip(members, self._predict_group(group, horizon), strict=True):
@@ -366,6 +367,7 @@ class MicroBatcher:
                 batch_size=self.max_batch_series,
                 show_progress=False,
                 infer_nonnegative=jobs[0].infer_nonnegative,  # one value per group (_run)
+                naive_blend=jobs[0].naive_blend,
             )
         out: list[Forecast] = []
         start = 0

@@ -87,6 +87,7 @@ class Prepared:
     levels: tuple[float, ...]
     model: str | None
     infer_nonnegative: bool | None = None
+    naive_blend: str | None = None
 
 
 def prepare(spec: RequestSpec, body: bytes) -> Prepared:
@@ -119,6 +120,7 @@ def prepare(spec: RequestSpec, body: bytes) -> Prepared:
         levels=tuple(params.quantile_levels),
         model=params.model,
         infer_nonnegative=params.infer_nonnegative,
+        naive_blend=params.naive_blend,
     )
 
 

@@ -212,6 +212,11 @@ INFER_NONNEGATIVE = (
 """The ``infer_nonnegative`` field's description (``tsfm.predict``'s option of the same name), shared by both
 forecast routes."""
 
+NAIVE_BLEND = (
+    "inverse_mae or switch: move each forecast towards Seasonal Naive by how the two forecast the series' own last "
+    "steps (tsfm.naive_blend); off: the model's own forecast; null (default): the model's own setting (/v1/models)"
+)
+
 
 class ParametersBase(BaseModel):
     """How to forecast: the horizon, the quantile levels and the model."""
@@ -224,6 +229,7 @@ class ParametersBase(BaseModel):
         "not predict are interpolated, and ones outside its range take its outermost quantile",
     )
     infer_nonnegative: StrictBool | None = Field(None, description=INFER_NONNEGATIVE)
+    naive_blend: Literal["off", "inverse_mae", "switch"] | None = Field(None, description=NAIVE_BLEND)
 
     @field_validator("quantile_levels", mode="after")
     @classmethod
@@ -286,6 +292,7 @@ class ModelInfo(BaseModel):
     decoding: str = Field(description="how forecasts past the first patch are made (masked or autoregressive)")
     infer_nonnegative: bool = Field(description="what a request's infer_nonnegative=null means: whether series "
                                     "that were never negative get no negative forecast")
+    naive_blend: str = Field("off", description="what a request's naive_blend=null means (off, inverse_mae, switch)")
 
 
 class ModelsResponse(BaseModel):

@@ -1,0 +1,71 @@
+"""``naive_blend`` in ``/v1/forecast``: the model's setting by default, a request's choice otherwise, and a clear
+422 for anything but off, inverse_mae, switch or null."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tsfm.checkpoint import save_model
+from tsfm.config import NAIVE_BLENDS
+from tsfm.forecast import predict
+from tsfm.model import Forecaster
+from tsfm.serving.schemas import ParametersBase
+
+LEVELS = [0.1, 0.5, 0.9]
+
+
+@pytest.fixture(scope="module")
+def blending_model_path(tmp_path_factory: pytest.TempPathFactory, tiny_model: Forecaster) -> Path:
+    """The tiny model with the shipped default's blend on."""
+    model = Forecaster(tiny_model.config.replace(naive_blend="inverse_mae")).eval()
+    model.load_state_dict(tiny_model.state_dict())
+    return save_model(model, tmp_path_factory.mktemp("models") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def client(open_client: Callable[..., Any], blending_model_path: Path) -> Iterator[TestClient]:
+    with open_client(blending_model_path) as client:
+        yield client
+
+
+def seasonal(n: int, length: int) -> list[list[float]]:
+    t = np.arange(length)
+    return [(10 + (i + 1) * np.sin(2 * np.pi * t / 12)).round(4).tolist() for i in range(n)]
+
+
+def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, blending_model_path: Path) -> None:
+    assert client.get("/v1/models").json()["models"][0]["naive_blend"] == "inverse_mae"  # what null means here
+    targets = seasonal(3, 120)
+    answers = {}
+    for blend in (None, "off", "switch"):
+        parameters: dict[str, Any] = {"prediction_length": 24, "quantile_levels": LEVELS}
+        if blend is not None:
+            parameters["naive_blend"] = blend
+        response = client.post("/v1/forecast", json={"inputs": [{"target": t} for t in targets],
+                                                     "parameters": parameters})
+        assert response.status_code == 200, response.text
+        answers[blend] = np.array([[p[str(q)] for q in LEVELS] for p in response.json()["predictions"]])
+        expected, _ = predict([np.array(t) for t in targets], 24, model=blending_model_path, quantile_levels=LEVELS,
+                              naive_blend=blend)
+        np.testing.assert_allclose(np.float32(answers[blend]), np.moveaxis(expected, 2, 1), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(answers[None], answers["off"], atol=1e-3)  # the model's blend acted
+
+
+@pytest.mark.parametrize("value", ["on", 1, True, ["off"]])
+def test_anything_else_is_refused_with_the_field_named(client: TestClient, value: Any) -> None:
+    body = {"inputs": [{"target": [1.0, 2.0, 3.0]}], "parameters": {"prediction_length": 2, "naive_blend": value}}
+    response = client.post("/v1/forecast", json=body)
+    assert response.status_code == 422
+    assert ["body", "parameters", "naive_blend"] in [e["loc"] for e in response.json()["detail"]]
+
+
+def test_the_schema_offers_the_models_settings() -> None:
+    schema = ParametersBase.model_json_schema()["properties"]["naive_blend"]
+    offered = {v for option in schema["anyOf"] for v in option.get("enum", [])}
+    assert offered == set(NAIVE_BLENDS)
