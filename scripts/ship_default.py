@@ -1,9 +1,9 @@
 """Turn a trained checkpoint into the shipped default model: bf16 weights in shards under 16 MiB, the shipped
-inference settings (masked decoding; non-negative forecasts for series never negative; both chosen by the rules in
-benchmarks/RESULTS.md), provenance kept.
+inference settings (masked decoding; non-negative forecasts for series never negative; the Seasonal-Naive blend
+``inverse_mae``; each chosen by the rules in benchmarks/RESULTS.md), provenance kept.
 
     python scripts/ship_default.py runs/default-10m/model tsfm/models/default [--decoding masked]
-        [--no-infer-nonnegative]
+        [--no-infer-nonnegative] [--naive-blend inverse_mae]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from tsfm.checkpoint import load_model, save_model
-from tsfm.config import DECODINGS
+from tsfm.config import DECODINGS, NAIVE_BLENDS
 from tsfm.model import Forecaster
 
 MAX_SHARD_BYTES = 15 * 2**20
@@ -32,9 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decoding", choices=DECODINGS, default="masked")
     parser.add_argument("--infer-nonnegative", action=argparse.BooleanOptionalAction, default=True,
                         help="ModelConfig.infer_nonnegative (default: on)")
+    parser.add_argument("--naive-blend", choices=NAIVE_BLENDS, default="inverse_mae",
+                        help="ModelConfig.naive_blend (default: inverse_mae)")
     args = parser.parse_args(argv)
     trained = load_model(args.checkpoint)
-    inference = {"decoding": args.decoding, "infer_nonnegative": args.infer_nonnegative}
+    inference = {"decoding": args.decoding, "infer_nonnegative": args.infer_nonnegative,
+                 "naive_blend": args.naive_blend}
     shipped = Forecaster(dataclasses.replace(trained.config, **inference)).eval()
     shipped.load_state_dict(trained.state_dict())
     training = json.loads((args.checkpoint / "config.json").read_text())["training"]
