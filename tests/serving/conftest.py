@@ -56,6 +56,19 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory, tiny_model: Foreca
     return save_model(tiny_model, tmp_path_factory.mktemp("models") / "tiny")
 
 
+@pytest.fixture(scope="session")
+def tiny_model_with(tmp_path_factory: pytest.TempPathFactory, tiny_model: Forecaster) -> Callable[..., Path]:
+    """``tiny_model_with(**settings)``: the tiny model's weights saved with other inference settings (a checkpoint
+    folder named ``tiny``), as the shipped models set ``infer_nonnegative`` and ``naive_blend``."""
+
+    def save(**settings: Any) -> Path:
+        model = Forecaster(tiny_model.config.replace(**settings)).eval()
+        model.load_state_dict(tiny_model.state_dict())
+        return save_model(model, tmp_path_factory.mktemp("models") / "tiny")
+
+    return save
+
+
 @contextlib.contextmanager
 def serving_client(model: Any, **settings: Any) -> Iterator[TestClient]:
     """A started app (model loaded: startup waits for it) behind a TestClient that returns 500s as responses."""

@@ -11,21 +11,17 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tsfm.checkpoint import save_model
 from tsfm.config import NAIVE_BLENDS
 from tsfm.forecast import predict
-from tsfm.model import Forecaster
 from tsfm.serving.schemas import ParametersBase
 
 LEVELS = [0.1, 0.5, 0.9]
 
 
 @pytest.fixture(scope="module")
-def blending_model_path(tmp_path_factory: pytest.TempPathFactory, tiny_model: Forecaster) -> Path:
+def blending_model_path(tiny_model_with: Callable[..., Path]) -> Path:
     """The tiny model with the shipped default's blend on."""
-    model = Forecaster(tiny_model.config.replace(naive_blend="inverse_mae")).eval()
-    model.load_state_dict(tiny_model.state_dict())
-    return save_model(model, tmp_path_factory.mktemp("models") / "tiny")
+    return tiny_model_with(naive_blend="inverse_mae")
 
 
 @pytest.fixture(scope="module")

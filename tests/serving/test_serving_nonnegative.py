@@ -11,20 +11,17 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tsfm.checkpoint import load_model, save_model
+from tsfm.checkpoint import load_model
 from tsfm.forecast import predict
-from tsfm.model import Forecaster
 from tsfm.stream import open_stream
 
 LEVELS = [0.1, 0.5, 0.9]
 
 
 @pytest.fixture(scope="module")
-def clamping_model_path(tmp_path_factory: pytest.TempPathFactory, tiny_model: Forecaster) -> Path:
+def clamping_model_path(tiny_model_with: Callable[..., Path]) -> Path:
     """The tiny model with ``infer_nonnegative`` on, as the shipped models have it."""
-    model = Forecaster(tiny_model.config.replace(infer_nonnegative=True)).eval()
-    model.load_state_dict(tiny_model.state_dict())
-    return save_model(model, tmp_path_factory.mktemp("models") / "tiny")
+    return tiny_model_with(infer_nonnegative=True)
 
 
 @pytest.fixture(scope="module")
