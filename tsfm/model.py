@@ -265,13 +265,22 @@ class Forecaster(nn.Module):
         blend = self.config.naive_blend if naive_blend is None else naive_blend
         if blend not in NAIVE_BLENDS:
             raise ValueError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}, got {blend!r}")
-        if blend != "off":
-            def backtest(history: torch.Tensor, horizon: int) -> torch.Tensor:
-                return self.forecast(history, horizon, decoding, infer_nonnegative=False,
-                                     naive_blend="off")[:, self._median_index]
-
-            out = blend_with_seasonal_naive(context, out, self._median_index, blend, backtest)
+        out = self.blend_with_seasonal_naive(context, out, decoding, blend)
         return clamp_if_nonnegative(out, has_no_negative_value(context)) if nonnegative else out
+
+    def blend_with_seasonal_naive(self, context: torch.Tensor, quantiles: torch.Tensor, decoding: str,
+                                  how: str) -> torch.Tensor:
+        """``quantiles [B, Q, H]`` of ``context [B, T]`` moved towards Seasonal Naive as ``how``
+        (``ModelConfig.naive_blend``) says, backtested with this model's own ``decoding`` forecasts (unblended,
+        unclamped): :func:`tsfm.naive_blend.blend_with_seasonal_naive`. ``forecast`` and streams share it."""
+        if how == "off":
+            return quantiles
+
+        def backtest(history: torch.Tensor, horizon: int) -> torch.Tensor:
+            return self.forecast(history, horizon, decoding, infer_nonnegative=False,
+                                 naive_blend="off")[:, self._median_index]
+
+        return blend_with_seasonal_naive(context, quantiles, self._median_index, how, backtest)
 
     @property
     def _median_index(self) -> int:

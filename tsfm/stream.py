@@ -57,7 +57,6 @@ from tsfm import graphed_step
 from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
 from tsfm.model import Forecaster, clamp_if_nonnegative, has_no_negative_value
-from tsfm.naive_blend import blend_with_seasonal_naive
 from tsfm.patching import patch_tokens
 from tsfm.scaling import ScaleParams, apply_scale
 
@@ -379,18 +378,13 @@ class Stream:
         """``out [B, Q, H]`` moved towards Seasonal Naive as ``Forecaster.forecast`` moves it
         (``config.naive_blend``, :mod:`tsfm.naive_blend`), each series judged on the tail the stream keeps: the
         backtest re-reads that tail, so a stream with the blend on costs a context read per forecast."""
-        median = self.model._median_index
-
-        def backtest(history: torch.Tensor, horizon: int) -> torch.Tensor:
-            return self.model.forecast(history, horizon, self.decoding, infer_nonnegative=False,
-                                       naive_blend="off")[:, median]
-
         blended = out.clone()
         for width, index in _group_by_patches([len(tail) for tail in self._tails], list(range(self.num_series)),
                                               self.config.patch_size):
             idx = torch.tensor(index, device=out.device)
             context = self._stacked_tails(index, width).to(out.device)
-            blended[idx] = blend_with_seasonal_naive(context, out[idx], median, self.config.naive_blend, backtest)
+            blended[idx] = self.model.blend_with_seasonal_naive(context, out[idx], self.decoding,
+                                                                self.config.naive_blend)
         return blended
 
     def _stacked_tails(self, index: list[int], width: int) -> torch.Tensor:

@@ -480,25 +480,23 @@ class GiftEvalDataset:
     @property
     def test_data(self) -> Any:
         """gluonts ``TestData``: ``windows`` rolling (input, label) pairs per series, ``prediction_length`` apart."""
-        from gluonts.dataset.split import split
-
-        offset = self.prediction_length * self.windows
-        self._check_lengths(offset)
-        _, template = split(self.gluonts_dataset, offset=-offset)
-        return template.generate_instances(
-            prediction_length=self.prediction_length, windows=self.windows, distance=self.prediction_length
-        )
+        return self._rolling_windows(spans_back=1)
 
     @property
     def windows_before_test(self) -> Any:
         """gluonts ``TestData`` like :attr:`test_data`, but of the ``windows`` windows that end where the test span
         begins: the same shape of task on steps no test window scores, to choose inference settings on the
         benchmark's own series without reading its test windows (GIFT-Eval's validation part)."""
+        return self._rolling_windows(spans_back=2)
+
+    def _rolling_windows(self, spans_back: int) -> Any:
+        """``windows`` rolling (input, label) pairs, ``prediction_length`` apart, the first starting
+        ``spans_back`` test spans (``prediction_length x windows``) before the series' end."""
         from gluonts.dataset.split import split
 
-        offset = self.prediction_length * self.windows
-        self._check_lengths(2 * offset)
-        _, template = split(self.gluonts_dataset, offset=-2 * offset)
+        offset = spans_back * self.prediction_length * self.windows
+        self._check_lengths(offset)
+        _, template = split(self.gluonts_dataset, offset=-offset)
         return template.generate_instances(
             prediction_length=self.prediction_length, windows=self.windows, distance=self.prediction_length
         )
