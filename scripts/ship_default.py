@@ -1,9 +1,9 @@
 """Turn a trained checkpoint into the shipped default model: bf16 weights in shards under 16 MiB, the shipped
 inference settings (masked decoding; non-negative forecasts for series never negative; the Seasonal-Naive blend
-``inverse_mae``; each chosen by the rules in benchmarks/RESULTS.md), provenance kept.
+``inverse_mse``; each chosen by the rules in benchmarks/RESULTS.md), provenance kept.
 
     python scripts/ship_default.py runs/default-10m/model tsfm/models/default [--decoding masked]
-        [--no-infer-nonnegative] [--naive-blend inverse_mae]
+        [--no-infer-nonnegative] [--naive-blend inverse_mse]
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decoding", choices=DECODINGS, default="masked")
     parser.add_argument("--infer-nonnegative", action=argparse.BooleanOptionalAction, default=True,
                         help="ModelConfig.infer_nonnegative (default: on)")
-    parser.add_argument("--naive-blend", choices=NAIVE_BLENDS, default="inverse_mae",
-                        help="ModelConfig.naive_blend (default: inverse_mae)")
+    parser.add_argument("--naive-blend", choices=NAIVE_BLENDS, default="inverse_mse",
+                        help="ModelConfig.naive_blend (default: inverse_mse)")
     args = parser.parse_args(argv)
     trained = load_model(args.checkpoint)
     inference = {"decoding": args.decoding, "infer_nonnegative": args.infer_nonnegative,

@@ -31,8 +31,10 @@ def test_weights_count_each_forecast_inversely_to_its_backtest_error():
     shifted = torch.cat([context[:, :-36], context[:, -36:-12] + 2.0, truth], dim=1)
     model_off_by_one = truth + 1.0
     inverse = naive_weight(shifted, period, model_off_by_one, "inverse_mae")
+    inverse_squared = naive_weight(shifted, period, model_off_by_one, "inverse_mse")
     switch = naive_weight(shifted, period, model_off_by_one, "switch")
     torch.testing.assert_close(inverse, torch.tensor([1.0 / 3.0]))  # errors 1 and 2: weights 2/3 and 1/3
+    torch.testing.assert_close(inverse_squared, torch.tensor([1.0 / 5.0]))  # squared errors 1 and 4: 4/5 and 1/5
     assert switch.item() == 0.0  # the model was closer
     assert naive_weight(shifted, period, truth + 3.0, "switch").item() == 1.0
     assert naive_weight(shifted, torch.tensor([0]), truth + 3.0, "switch").item() == 0.0  # no season, no blend
@@ -41,7 +43,7 @@ def test_weights_count_each_forecast_inversely_to_its_backtest_error():
         naive_weight(shifted, period, truth, "average")
 
 
-@pytest.mark.parametrize("how", ["inverse_mae", "switch"])
+@pytest.mark.parametrize("how", ["inverse_mae", "inverse_mse", "switch"])
 def test_an_exactly_repeating_season_is_forecast_as_seasonal_naive(how):
     """Seasonal Naive's backtest error is 0, so both blends move the median all the way onto it, and every quantile
     by the same amount (sorted, spread kept)."""

@@ -290,7 +290,7 @@ def _summary_table(forecast: Any, id_column: str) -> str:
              "to 0: ModelConfig.infer_nonnegative)"),
     arg("--naive-blend", choices=NAIVE_BLENDS, default=None,
         help="move forecasts towards Seasonal Naive by how the two forecast each series' last steps (off: the "
-             "model's own forecast; default: the model's ModelConfig.naive_blend, inverse_mae for the default)"),
+             "model's own forecast; default: the model's ModelConfig.naive_blend, inverse_mse for the default)"),
 )
 def forecast_command(args: argparse.Namespace) -> int:
     from tsfm.config import DEFAULT_QUANTILE_LEVELS

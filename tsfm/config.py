@@ -18,7 +18,7 @@ DEFAULT_QUANTILE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7,
 DECODINGS = ("masked", "autoregressive")
 """How a Forecaster turns one context into a multi-patch forecast (``ModelConfig.decoding``)."""
 
-NAIVE_BLENDS = ("off", "inverse_mae", "switch")
+NAIVE_BLENDS = ("off", "inverse_mae", "inverse_mse", "switch")
 """How a forecast may lean towards Seasonal Naive (``ModelConfig.naive_blend``, :mod:`tsfm.naive_blend`)."""
 
 INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "pad_short_contexts", "naive_blend")
@@ -69,7 +69,8 @@ class ModelConfig:
             as every forecast did before the fourteenth session; kept so that the scaling sweep can score new runs
             as its earlier rows were scored (``tsfm.pipelines.sweep``), not for forecasting. An inference setting.
         naive_blend: move the forecast towards Seasonal Naive by how the two forecast the context's own last steps
-            (``"inverse_mae"``, ``"switch"``; ``"off"``: the model's forecast as it is): :mod:`tsfm.naive_blend`.
+            (``"inverse_mae"``, ``"inverse_mse"``, ``"switch"``; ``"off"``: the model's forecast as it is):
+            :mod:`tsfm.naive_blend`.
             An inference setting; ``Forecaster.forecast`` can override it per call.
         scale_loc_steps: centre each context on the mean of its last ``scale_loc_steps`` observed steps (its recent
             level) instead of its whole mean; the spread is still the whole context's (:func:`tsfm.scaling.fit_scale`).

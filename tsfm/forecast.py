@@ -128,10 +128,10 @@ def predict(
         infer_nonnegative: ``False`` keeps the negative forecasts of series whose context has no negative value,
             ``True`` sets them to 0, ``None`` does what the model's ``config.infer_nonnegative`` says (on for the
             shipped models).
-        naive_blend: ``"off"`` returns the model's own forecast; ``"inverse_mae"`` or ``"switch"`` move it towards
-            Seasonal Naive by how the two forecast each series' last steps (``tsfm.naive_blend``: one more, shorter
-            forecast per series); ``None`` does what the model's ``config.naive_blend`` says (``"inverse_mae"`` for
-            the shipped default).
+        naive_blend: ``"off"`` returns the model's own forecast; ``"inverse_mae"``, ``"inverse_mse"`` or ``"switch"``
+            move it towards Seasonal Naive by how the two forecast each series' last steps (``tsfm.naive_blend``: one
+            more, shorter forecast per series); ``None`` does what the model's ``config.naive_blend`` says
+            (``"inverse_mse"`` for the shipped default).
 
     Returns:
         ``(quantiles, median)``: float32 arrays ``[N, H, len(quantile_levels)]`` and ``[N, H]``; the median is the

@@ -1,5 +1,5 @@
 """``naive_blend`` in ``/v1/forecast``: the model's setting by default, a request's choice otherwise, and a clear
-422 for anything but off, inverse_mae, switch or null."""
+422 for anything but off, inverse_mae, inverse_mse, switch or null."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ LEVELS = [0.1, 0.5, 0.9]
 @pytest.fixture(scope="module")
 def blending_model_path(tiny_model_with: Callable[..., Path]) -> Path:
     """The tiny model with the shipped default's blend on."""
-    return tiny_model_with(naive_blend="inverse_mae")
+    return tiny_model_with(naive_blend="inverse_mse")
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +36,10 @@ def seasonal(n: int, length: int) -> list[list[float]]:
 
 
 def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, blending_model_path: Path) -> None:
-    assert client.get("/v1/models").json()["models"][0]["naive_blend"] == "inverse_mae"  # what null means here
+    assert client.get("/v1/models").json()["models"][0]["naive_blend"] == "inverse_mse"  # what null means here
     targets = seasonal(3, 120)
     answers = {}
-    for blend in (None, "off", "switch"):
+    for blend in (None, "off", "inverse_mae", "switch"):
         parameters: dict[str, Any] = {"prediction_length": 24, "quantile_levels": LEVELS}
         if blend is not None:
             parameters["naive_blend"] = blend

@@ -213,8 +213,9 @@ INFER_NONNEGATIVE = (
 forecast routes."""
 
 NAIVE_BLEND = (
-    "inverse_mae or switch: move each forecast towards Seasonal Naive by how the two forecast the series' own last "
-    "steps (tsfm.naive_blend); off: the model's own forecast; null (default): the model's own setting (/v1/models)"
+    "inverse_mae, inverse_mse or switch: move each forecast towards Seasonal Naive by how the two forecast the "
+    "series' own last steps (tsfm.naive_blend); off: the model's own forecast; null (default): the model's own "
+    "setting (/v1/models)"
 )
 
 
@@ -229,7 +230,7 @@ class ParametersBase(BaseModel):
         "not predict are interpolated, and ones outside its range take its outermost quantile",
     )
     infer_nonnegative: StrictBool | None = Field(None, description=INFER_NONNEGATIVE)
-    naive_blend: Literal["off", "inverse_mae", "switch"] | None = Field(None, description=NAIVE_BLEND)
+    naive_blend: Literal["off", "inverse_mae", "inverse_mse", "switch"] | None = Field(None, description=NAIVE_BLEND)
 
     @field_validator("quantile_levels", mode="after")
     @classmethod
@@ -292,7 +293,8 @@ class ModelInfo(BaseModel):
     decoding: str = Field(description="how forecasts past the first patch are made (masked or autoregressive)")
     infer_nonnegative: bool = Field(description="what a request's infer_nonnegative=null means: whether series "
                                     "that were never negative get no negative forecast")
-    naive_blend: str = Field("off", description="what a request's naive_blend=null means (off, inverse_mae, switch)")
+    naive_blend: str = Field("off", description="what a request's naive_blend=null means (off, inverse_mae, "
+                             "inverse_mse, switch)")
 
 
 class ModelsResponse(BaseModel):
