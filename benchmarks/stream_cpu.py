@@ -4,9 +4,11 @@
 Series are generated (daily and weekly seasonality at hourly resolution, trend, noise, a few NaN), seeded. The
 streams open on the first 2,048 steps; each round appends one patch (32 steps) to every stream and forecasts 48
 steps; the baseline runs ``predict(..., context_length=2048)`` on the same series ending at the same step. Both use
-the shipped ``default`` model with its decoding. Prints a table and writes the raw rows as JSON.
+the shipped ``default`` model with its decoding and, unless ``--naive-blend`` says otherwise, its Seasonal-Naive blend
+(whose backtest re-reads each stream's kept tail at every forecast). Prints a table and writes the raw rows as JSON.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.stream_cpu [--series 1000] [--rounds 3] [--threads 1] [--out FILE]
+    OMP_NUM_THREADS=1 python -m benchmarks.stream_cpu [--series 1000] [--rounds 3] [--threads 1] [--naive-blend off]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="patches appended (one update + forecast each)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=256, help="predict()'s batch size")
+    parser.add_argument("--naive-blend", default=None,
+                        help="naive_blend for stream forecasts and predict() (default: the model's)")
     parser.add_argument("--out", type=Path, default=None, help="raw rows as JSON (default: print only)")
     args = parser.parse_args()
 
@@ -57,11 +61,13 @@ def main() -> None:
     from tsfm.stream import open_stream
 
     model = load_model("default")
+    blend = model.config.naive_blend if args.naive_blend is None else args.naive_blend
     data = generate(args.series, CONTEXT + args.rounds * PATCH)
     rows: list[dict[str, object]] = []
 
     def record(what: str, seconds: float, **extra: object) -> None:
-        rows.append({"what": what, "series": args.series, "seconds": seconds, "threads": args.threads, **extra})
+        rows.append({"what": what, "series": args.series, "seconds": seconds, "threads": args.threads,
+                     "naive_blend": blend, **extra})
         print(f"{what}: {seconds:.3f} s", flush=True)
 
     start = time.perf_counter()
@@ -72,7 +78,7 @@ def main() -> None:
         start = time.perf_counter()
         stream.update(data[:, end - PATCH : end])
         updated = time.perf_counter()
-        _, stream_median = stream.forecast(HORIZON)
+        _, stream_median = stream.forecast(HORIZON, naive_blend=blend)
         done = time.perf_counter()
         record("stream_update", updated - start, round=r)
         record("stream_forecast", done - updated, round=r)
@@ -81,7 +87,7 @@ def main() -> None:
             start = time.perf_counter()
             _, full_median = predict(
                 data[:, end - CONTEXT : end], HORIZON, model=model, context_length=CONTEXT,
-                batch_size=args.batch_size, show_progress=False,
+                batch_size=args.batch_size, show_progress=False, naive_blend=blend,
             )
             seconds = time.perf_counter() - start
             spread = np.nanstd(data[:, end - CONTEXT : end], axis=1, keepdims=True)
@@ -91,8 +97,9 @@ def main() -> None:
     predict_s = next(float(row["seconds"]) for row in rows if row["what"] == "predict_2048")
     update_s = float(np.median([row["seconds"] for row in rows if row["what"] == "stream_update"]))
     forecast_s = float(np.median([row["seconds"] for row in rows if row["what"] == "stream_forecast"]))
-    print(f"\nmodel default ({model.config.backbone}, {model.num_parameters():,} params, {model.config.decoding}), "
-          f"{args.series} series, horizon {HORIZON}, threads {args.threads}, {platform.machine()}")
+    print(f"\nmodel default ({model.config.backbone}, {model.num_parameters():,} params, {model.config.decoding}, "
+          f"naive_blend {blend}), {args.series} series, horizon {HORIZON}, threads {args.threads}, "
+          f"{platform.machine()}")
     print("| step | seconds | series/s | vs predict |")
     print("|---|---|---|---|")
     for name, sec in [("stream update (1 patch)", update_s), ("stream forecast (48)", forecast_s),

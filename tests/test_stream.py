@@ -327,3 +327,13 @@ def test_a_stream_blends_with_seasonal_naive_as_forecast_does(spec):
         unblended = plain.forecast_model_quantiles(20)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
     assert not torch.allclose(got, unblended, atol=1e-3)  # the blend acted
+    with torch.no_grad():  # per call, as predict takes it: off is the carried state alone, another rule another blend
+        torch.testing.assert_close(stream.forecast_model_quantiles(20, naive_blend="off"), unblended)
+        switched = plain.forecast_model_quantiles(20, naive_blend="switch")
+        switching_model = Forecaster(plain_model.config.replace(naive_blend="switch")).eval()
+        switching_model.load_state_dict(plain_model.state_dict())
+        want_switched = reference(switching_model, series, scale, 20, None,
+                                  opened=from_state(stream, [s[:120] for s in series]))
+    torch.testing.assert_close(switched, want_switched, rtol=1e-4, atol=1e-3)
+    with pytest.raises(StreamError, match="naive_blend must be one of"):
+        stream.forecast(20, naive_blend="average")

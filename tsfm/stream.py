@@ -54,7 +54,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from tsfm import graphed_step
-from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig
+from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, NAIVE_BLENDS, ModelConfig
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
 from tsfm.model import Forecaster, clamp_if_nonnegative, has_no_negative_value
 from tsfm.patching import patch_tokens
@@ -158,11 +158,11 @@ class Stream:
     @torch.no_grad()
     def forecast(
         self, prediction_length: int, quantile_levels: Sequence[float] | None = None,
-        infer_nonnegative: bool | None = None,
+        infer_nonnegative: bool | None = None, naive_blend: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(quantiles [B, H, len(levels)], median [B, H])`` like ``predict`` (``infer_nonnegative`` too); the
-        carried state is untouched."""
-        raw = self.forecast_model_quantiles(prediction_length, infer_nonnegative).cpu().numpy()  # [B, Qm, H]
+        """``(quantiles [B, H, len(levels)], median [B, H])`` like ``predict`` (``infer_nonnegative`` and
+        ``naive_blend`` too); the carried state is untouched."""
+        raw = self.forecast_model_quantiles(prediction_length, infer_nonnegative, naive_blend).cpu().numpy()
         raw = np.moveaxis(raw, 1, 2)
         levels = DEFAULT_QUANTILE_LEVELS if quantile_levels is None else tuple(float(q) for q in quantile_levels)
         if not levels or any(not 0.0 < q < 1.0 for q in levels):
@@ -172,15 +172,20 @@ class Stream:
         return interpolate_quantiles(raw, model_levels, levels), median
 
     @torch.no_grad()
-    def forecast_model_quantiles(self, prediction_length: int, infer_nonnegative: bool | None = None
-                                 ) -> torch.Tensor:
+    def forecast_model_quantiles(self, prediction_length: int, infer_nonnegative: bool | None = None,
+                                 naive_blend: str | None = None) -> torch.Tensor:
         """The model's own quantiles ``[B, Q, H]`` (what ``Forecaster.forecast`` returns), sorted along Q;
-        ``infer_nonnegative`` overrides ``config.infer_nonnegative``, judged on the tail the stream keeps."""
+        ``infer_nonnegative`` and ``naive_blend`` override the config's, judged on the tail the stream keeps
+        (``naive_blend="off"`` keeps a forecast to the carried state alone)."""
         prediction_length = _positive_int("prediction_length", prediction_length)
         if infer_nonnegative is not None and not isinstance(infer_nonnegative, bool):
             raise StreamError(f"infer_nonnegative must be True, False or None, got {infer_nonnegative!r}")
+        if naive_blend is not None and naive_blend not in NAIVE_BLENDS:
+            raise StreamError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)} or None, got {naive_blend!r}")
         if infer_nonnegative is None:
             infer_nonnegative = self.config.infer_nonnegative
+        if naive_blend is None:
+            naive_blend = self.config.naive_blend
         batch = self.num_series
         out = torch.empty(batch, len(self.config.quantile_levels), prediction_length, device=self.model.device)
         from_state = [i for i in range(batch) if not self.recompute and self._buffered[i] == 0]
@@ -197,8 +202,8 @@ class Stream:
             scale = ScaleParams(self._loc[idx], self._scale[idx])
             out[idx] = self.model.forecast(context, prediction_length, self.decoding, scale=scale,
                                            infer_nonnegative=False, naive_blend="off")
-        if self.config.naive_blend != "off":  # predict's blend, backtested on the same window: the kept tail
-            out = self._blend_with_seasonal_naive(out)
+        if naive_blend != "off":  # predict's blend, backtested on the same window: the kept tail
+            out = self._blend_with_seasonal_naive(out, naive_blend)
         if infer_nonnegative:  # predict's rule on the same window: the tail the stream keeps
             nonnegative = torch.stack([has_no_negative_value(tail) for tail in self._tails]).to(out.device)
             out = clamp_if_nonnegative(out, nonnegative)
@@ -374,17 +379,17 @@ class Stream:
         return self.model.decode_from_state(last, state, scale, prediction_length, self.decoding,
                                             hint_context=hint_context)
 
-    def _blend_with_seasonal_naive(self, out: torch.Tensor) -> torch.Tensor:
+    def _blend_with_seasonal_naive(self, out: torch.Tensor, how: str) -> torch.Tensor:
         """``out [B, Q, H]`` moved towards Seasonal Naive as ``Forecaster.forecast`` moves it
-        (``config.naive_blend``, :mod:`tsfm.naive_blend`), each series judged on the tail the stream keeps: the
-        backtest re-reads that tail, so a stream with the blend on costs a context read per forecast."""
+        (``how``: a ``ModelConfig.naive_blend`` value, :mod:`tsfm.naive_blend`), each series judged on the tail the
+        stream keeps: the backtest re-reads that tail, so a stream with the blend on costs a context read per
+        forecast."""
         blended = out.clone()
         for width, index in _group_by_patches([len(tail) for tail in self._tails], list(range(self.num_series)),
                                               self.config.patch_size):
             idx = torch.tensor(index, device=out.device)
             context = self._stacked_tails(index, width).to(out.device)
-            blended[idx] = self.model.blend_with_seasonal_naive(context, out[idx], self.decoding,
-                                                                self.config.naive_blend)
+            blended[idx] = self.model.blend_with_seasonal_naive(context, out[idx], self.decoding, how)
         return blended
 
     def _stacked_tails(self, index: list[int], width: int) -> torch.Tensor:

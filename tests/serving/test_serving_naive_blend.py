@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from tsfm.checkpoint import load_model
 from tsfm.config import NAIVE_BLENDS
 from tsfm.forecast import predict
 from tsfm.serving.schemas import ParametersBase
+from tsfm.stream import open_stream
 
 LEVELS = [0.1, 0.5, 0.9]
 
@@ -65,3 +67,26 @@ def test_the_schema_offers_the_models_settings() -> None:
     schema = ParametersBase.model_json_schema()["properties"]["naive_blend"]
     offered = {v for option in schema["anyOf"] for v in option.get("enum", [])}
     assert offered == set(NAIVE_BLENDS)
+
+
+def test_stream_forecast_follows_the_model_unless_the_request_says(client: TestClient,
+                                                                    blending_model_path: Path) -> None:
+    targets = seasonal(2, 120)
+    opened = client.post("/v1/streams", json={"inputs": [{"target": t} for t in targets]})
+    assert opened.status_code == 201, opened.text
+    stream_id = opened.json()["stream_id"]
+    reference = open_stream(load_model(blending_model_path), [np.array(t) for t in targets])
+    answers = {}
+    for blend in (None, "off", "switch"):
+        body: dict[str, Any] = {"prediction_length": 24, "quantile_levels": LEVELS}
+        if blend is not None:
+            body["naive_blend"] = blend
+        response = client.post(f"/v1/streams/{stream_id}/forecast", json=body)
+        assert response.status_code == 200, response.text
+        answers[blend] = np.array([[p[str(q)] for q in LEVELS] for p in response.json()["predictions"]])
+        expected, _ = reference.forecast(24, LEVELS, naive_blend=blend)
+        np.testing.assert_allclose(np.float32(answers[blend]), np.moveaxis(expected, 2, 1), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(answers[None], answers["off"], atol=1e-3)  # the model's blend acted
+    refused = client.post(f"/v1/streams/{stream_id}/forecast", json={"prediction_length": 3, "naive_blend": "on"})
+    assert refused.status_code == 422
+    assert ["body", "naive_blend"] in [e["loc"] for e in refused.json()["detail"]]

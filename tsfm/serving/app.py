@@ -724,7 +724,8 @@ def _add_stream_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
                 raise _validation_error(("body", "prediction_length"), str(err), horizon) from None
             try:
                 quantiles, median = await asyncio.wait_for(
-                    _on_model(service, store.forecast, entry, horizon, levels, prepared.infer_nonnegative),
+                    _on_model(service, store.forecast, entry, horizon, levels, prepared.infer_nonnegative,
+                              prepared.naive_blend),
                     settings.request_timeout_s,
                 )
             except asyncio.TimeoutError:

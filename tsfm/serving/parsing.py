@@ -193,6 +193,7 @@ class PreparedStreamForecast:
     prediction_length: int
     levels: tuple[float, ...]
     infer_nonnegative: bool | None = None
+    naive_blend: str | None = None
 
 
 def _validate(request_class: Any, body: bytes) -> Any:
@@ -241,7 +242,8 @@ def prepare_stream_update(spec: RequestSpec, body: bytes) -> PreparedUpdate:
 def prepare_stream_forecast(spec: RequestSpec, body: bytes) -> PreparedStreamForecast:
     """``POST /v1/streams/{id}/forecast``: the horizon and levels (the answer's size is checked with the stream)."""
     request = _validate(spec.stream_schemas().forecast, body)
-    return PreparedStreamForecast(request.prediction_length, tuple(request.quantile_levels), request.infer_nonnegative)
+    return PreparedStreamForecast(request.prediction_length, tuple(request.quantile_levels), request.infer_nonnegative,
+                                  request.naive_blend)
 
 
 def warm_up() -> None:

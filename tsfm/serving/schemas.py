@@ -212,6 +212,9 @@ INFER_NONNEGATIVE = (
 """The ``infer_nonnegative`` field's description (``tsfm.predict``'s option of the same name), shared by both
 forecast routes."""
 
+NaiveBlend = Literal["off", "inverse_mae", "inverse_mse", "switch"]
+"""``tsfm.config.NAIVE_BLENDS`` spelt for the schema (a test checks that they agree)."""
+
 NAIVE_BLEND = (
     "inverse_mae, inverse_mse or switch: move each forecast towards Seasonal Naive by how the two forecast the "
     "series' own last steps (tsfm.naive_blend); off: the model's own forecast; null (default): the model's own "
@@ -230,7 +233,7 @@ class ParametersBase(BaseModel):
         "not predict are interpolated, and ones outside its range take its outermost quantile",
     )
     infer_nonnegative: StrictBool | None = Field(None, description=INFER_NONNEGATIVE)
-    naive_blend: Literal["off", "inverse_mae", "inverse_mse", "switch"] | None = Field(None, description=NAIVE_BLEND)
+    naive_blend: NaiveBlend | None = Field(None, description=NAIVE_BLEND)
 
     @field_validator("quantile_levels", mode="after")
     @classmethod
@@ -498,6 +501,8 @@ class StreamForecastRequestBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     infer_nonnegative: StrictBool | None = Field(None, description=INFER_NONNEGATIVE)
+    naive_blend: NaiveBlend | None = Field(None, description=NAIVE_BLEND + "; off keeps the forecast to the carried "
+                                           "state, the others re-read each series' kept tail for the backtest")
 
 
 class StreamOpened(BaseModel):

@@ -289,11 +289,11 @@ class StreamStore:
         entry.stream = Stream.from_state_dict(entry.stream.model, backup)
 
     @staticmethod
-    def forecast(entry: StreamEntry, horizon: int, levels: Sequence[float], infer_nonnegative: bool | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+    def forecast(entry: StreamEntry, horizon: int, levels: Sequence[float], infer_nonnegative: bool | None = None,
+                 naive_blend: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(quantiles [N, H, Q], median [N, H])`` as float32, like ``predict`` (model thread)."""
         assert entry.stream is not None
-        quantiles, median = entry.stream.forecast(horizon, list(levels), infer_nonnegative)
+        quantiles, median = entry.stream.forecast(horizon, list(levels), infer_nonnegative, naive_blend)
         return quantiles.astype(np.float32), median.astype(np.float32)
 
     # --------------------------------------------------------------------------------------- snapshots on disk
