@@ -180,10 +180,12 @@ def test_multivariate_per_variate(tmp_path: Path) -> None:
 def test_series_shorter_than_its_horizon(tmp_path: Path) -> None:
     _write(tmp_path, "m4_hourly", "H", [500, 40])  # M4: pl 48, 1 window; item1 has 40 < 48 steps
     ds = GiftEvalDataset("m4_hourly", "short", root=tmp_path)
-    with pytest.raises(SeriesTooShortError, match=r"series 'item1' has 40 steps.*48 x windows 1"):
+    with pytest.raises(SeriesTooShortError, match=r"'item1' has 40 steps.*its last 48 \(prediction_length 48, 1 test"):
         ds.check_horizon()
     with pytest.raises(SeriesTooShortError):
         _ = ds.test_data
+    with pytest.raises(SeriesTooShortError, match=r"its last 96 .*2 windows in all"):
+        _ = GiftEvalDataset("m4_hourly", "short", root=tmp_path).windows_before_test
     _write(tmp_path, "exact", "H", [48])  # no history before the only window
     with pytest.raises(SeriesTooShortError):
         GiftEvalDataset("exact", Term.SHORT, root=tmp_path).check_horizon()

@@ -445,14 +445,17 @@ class GiftEvalDataset:
         self._check_lengths(self.prediction_length * self.windows)
 
     def _check_lengths(self, offset: int) -> None:
+        """Every series must be longer than ``offset``, the steps the requested windows cut from its end (the test
+        windows, and the validation or before-test windows before them)."""
         if self.min_series_length > offset:
             return
         col = self._table.column("item_id").to_pylist()
         shortest = col[int(np.argmin(self._lengths))]
         raise SeriesTooShortError(
-            f"{self.name} ({self.term.value}): series {shortest!r} has {self.min_series_length} steps, but the "
-            f"test span is prediction_length {self.prediction_length} x windows {self.windows} = {offset}; "
-            "at least one step of history must precede it"
+            f"{self.name} ({self.term.value}): series {shortest!r} has {self.min_series_length} steps, but these "
+            f"windows cut its last {offset} (prediction_length {self.prediction_length}, {self.windows} test "
+            f"window(s), {offset // self.prediction_length} windows in all); at least one step of history must "
+            "precede them"
         )
 
     # -- gluonts views (GIFT-Eval's cuts)
