@@ -21,6 +21,15 @@ DECODINGS = ("masked", "autoregressive")
 NAIVE_BLENDS = ("off", "inverse_mae", "inverse_mse", "switch")
 """How a forecast may lean towards Seasonal Naive (``ModelConfig.naive_blend``, :mod:`tsfm.naive_blend`)."""
 
+
+def naive_blend_problem(value: object, *, allow_none: bool = False) -> str | None:
+    """What is wrong with ``value`` as a ``naive_blend`` setting (``None`` too, unless ``allow_none``: "the model's
+    own"), or ``None`` if nothing: the one message that the config, ``Forecaster.forecast``, ``predict`` and streams
+    raise in their own error types."""
+    if value in NAIVE_BLENDS or (allow_none and value is None):
+        return None
+    return f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}{' or None' if allow_none else ''}, got {value!r}"
+
 INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "pad_short_contexts", "naive_blend")
 """``ModelConfig`` fields that only say how forecasts are made: the weights, a training run and a stream's state do
 not depend on them, so they may differ between a checkpoint and the model that reads it
@@ -120,8 +129,8 @@ class ModelConfig:
             problems.append(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
         if not isinstance(self.infer_nonnegative, bool):
             problems.append(f"infer_nonnegative must be true or false, got {self.infer_nonnegative!r}")
-        if self.naive_blend not in NAIVE_BLENDS:
-            problems.append(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}, got {self.naive_blend!r}")
+        if problem := naive_blend_problem(self.naive_blend):
+            problems.append(problem)
         if not isinstance(self.pad_short_contexts, bool):
             problems.append(f"pad_short_contexts must be true or false, got {self.pad_short_contexts!r}")
         loc_steps = self.scale_loc_steps

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 
 import numpy as np
 
-from tsfm.config import DEFAULT_QUANTILE_LEVELS, NAIVE_BLENDS, ModelConfig
+from tsfm.config import DEFAULT_QUANTILE_LEVELS, ModelConfig, naive_blend_problem
 from tsfm.df_utils import (
     ForecastInputError,
     ForecastInputTypeError,
@@ -285,8 +285,8 @@ def _predict_series(
     """Shared body of ``predict`` and ``predict_df``; ``labels`` name the series in error messages."""
     prediction_length = check_prediction_length(prediction_length)
     infer_nonnegative = check_optional_bool("infer_nonnegative", infer_nonnegative)
-    if naive_blend is not None and naive_blend not in NAIVE_BLENDS:
-        raise ForecastInputError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)} or None, got {naive_blend!r}")
+    if problem := naive_blend_problem(naive_blend, allow_none=True):
+        raise ForecastInputError(problem)
     levels = check_quantile_levels(quantile_levels)
     batch_size = check_positive_int("batch_size", batch_size)
     context_length = check_positive_int("context_length", context_length, allow_none=True)

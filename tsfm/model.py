@@ -17,7 +17,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from tsfm.backbones import build_backbone
-from tsfm.config import DECODINGS, NAIVE_BLENDS, ModelConfig
+from tsfm.config import DECODINGS, ModelConfig, naive_blend_problem
 from tsfm.heads import QuantileHead, pinball_loss, quantile_match_loss
 from tsfm.mlp import ResidualMLP
 from tsfm.naive_blend import blend_with_seasonal_naive
@@ -263,8 +263,8 @@ class Forecaster(nn.Module):
         out = self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
                                      hint_context=context)
         blend = self.config.naive_blend if naive_blend is None else naive_blend
-        if blend not in NAIVE_BLENDS:
-            raise ValueError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}, got {blend!r}")
+        if problem := naive_blend_problem(blend):
+            raise ValueError(problem)
         out = self.blend_with_seasonal_naive(context, out, decoding, blend)
         return clamp_if_nonnegative(out, has_no_negative_value(context)) if nonnegative else out
 
@@ -273,8 +273,6 @@ class Forecaster(nn.Module):
         """``quantiles [B, Q, H]`` of ``context [B, T]`` moved towards Seasonal Naive as ``how``
         (``ModelConfig.naive_blend``) says, backtested with this model's own ``decoding`` forecasts (unblended,
         unclamped): :func:`tsfm.naive_blend.blend_with_seasonal_naive`. ``forecast`` and streams share it."""
-        if how == "off":
-            return quantiles
 
         def backtest(history: torch.Tensor, horizon: int) -> torch.Tensor:
             return self.forecast(history, horizon, decoding, infer_nonnegative=False,

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 
-from tsfm.config import NAIVE_BLENDS
+from tsfm.config import naive_blend_problem
 from tsfm.seasonality import detect_period, seasonal_naive_hint
 
 #: The backtest's own context must hold this many whole periods before its held-out steps.
@@ -64,7 +64,7 @@ def naive_weight(context: torch.Tensor, period: torch.Tensor, backtest_median: t
     elif how == "switch":
         weight = (naive_error < model_error).to(context.dtype)
     else:
-        raise ValueError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}, got {how!r}")
+        raise ValueError(naive_blend_problem(how) or f"naive_blend {how!r} has no weight: it does not blend")
     return torch.where(usable, weight, 0.0)
 
 

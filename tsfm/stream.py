@@ -54,7 +54,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from tsfm import graphed_step
-from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, NAIVE_BLENDS, ModelConfig
+from tsfm.config import DECODINGS, DEFAULT_QUANTILE_LEVELS, ModelConfig, naive_blend_problem
 from tsfm.forecast import _as_1d, _as_series_list, _check_context, interpolate_quantiles
 from tsfm.model import Forecaster, clamp_if_nonnegative, has_no_negative_value
 from tsfm.patching import patch_tokens
@@ -180,8 +180,8 @@ class Stream:
         prediction_length = _positive_int("prediction_length", prediction_length)
         if infer_nonnegative is not None and not isinstance(infer_nonnegative, bool):
             raise StreamError(f"infer_nonnegative must be True, False or None, got {infer_nonnegative!r}")
-        if naive_blend is not None and naive_blend not in NAIVE_BLENDS:
-            raise StreamError(f"naive_blend must be one of {', '.join(NAIVE_BLENDS)} or None, got {naive_blend!r}")
+        if problem := naive_blend_problem(naive_blend, allow_none=True):
+            raise StreamError(problem)
         if infer_nonnegative is None:
             infer_nonnegative = self.config.infer_nonnegative
         if naive_blend is None:
