@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile -c requirements/constraints.txt
 STAMP := $(VENV)/.tsfm-installed
 
-.PHONY: setup browser forecast forecast-etth1 test lint bench-cpu train-default train-default-cpu train-small
+.PHONY: setup browser forecast forecast-etth1 test lint bench-cpu capped-corpus train-default train-recurrent train-default-cpu \
+	train-small
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/no-deps.txt
 	python3 -m venv $(VENV)
@@ -42,19 +43,30 @@ lint: $(STAMP)
 bench-cpu: $(STAMP)
 	$(PY) -m benchmarks.predict_cpu
 
-# The exact training of tsfm/models/default. It NEEDS AN NVIDIA GPU (73 minutes of training over eleven runs, eight on
-# an H200 and three on an H100, torch.compile, bf16): the pretraining corpus is capped as on the device
-# (scripts/device/pretrain_many.sh ran the same `tsfm train` commands, one device call each), a first run from scratch,
-# then ten continued from the previous one's weights (--init-from: fresh optimizer, lower peak rate, new seed); the last
-# three add the `repeat` prior to the synthetic mix. cont7 shared the GPU with the seasonal-hint A/B run, so its 6.5
-# minutes stopped it at 1,677 of its 1,800 steps; alone it would finish them. cont7 is stored in bf16 as the previous
-# default (scripts/ship_default.py), which cont8r starts from, as it did on the device; the last run ships the same way.
-# On a CPU it would take days; `make train-default-cpu` is the earlier 1M CPU recipe.
+# The exact training of tsfm/models/default (twenty-sixth session). It NEEDS AN NVIDIA GPU: 11.5 minutes of training
+# on an H100 (torch.compile, bf16), one run from scratch. The pretraining corpus is capped as on the device; there
+# scripts/device/pretrain_many.sh ran the same `tsfm train` command in two calls (--max-minutes 7.4, then 5.6: the second
+# resumed the Lightning checkpoint exactly), which uninterrupted is this one. On a CPU it would take days;
+# `make train-default-cpu` is the earliest 1M CPU recipe.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain
-train-default: $(STAMP)
+capped-corpus: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
 	$(VENV)/bin/python scripts/cap_corpus.py data/pretrain data/device/pretrain --max-length 100000
+
+train-default: capped-corpus
+	$(TRAIN_DEFAULT) --backbone transformer --horizon-embedding --prior-mix repeat=0.1 --preset 10M \
+		--horizon-patches 24 --steps 7400 --learning-rate 1e-3 --warmup-steps 250 --out runs/tf10-scratch
+	$(VENV)/bin/python scripts/ship_default.py runs/tf10-scratch/model tsfm/models/default
+
+# The exact training of tsfm/models/recurrent, the default until the twenty-sixth session. It NEEDS AN NVIDIA GPU (73
+# minutes of training over eleven runs, eight on an H200 and three on an H100, torch.compile, bf16): a first run from
+# scratch, then ten continued from the previous one's weights (--init-from: fresh optimizer, lower peak rate, new seed);
+# the last three add the `repeat` prior to the synthetic mix. cont7 shared the GPU with the seasonal-hint A/B run, so
+# its 6.5 minutes stopped it at 1,677 of its 1,800 steps; alone it would finish them. cont7 was stored in bf16 as the
+# default of its day (recorded as --init-from default in cont8r's provenance), which cont8r starts from; the last run
+# ships the same way.
+train-recurrent: capped-corpus
 	$(TRAIN_DEFAULT) --backbone 'xlstm[0:1]' --horizon-embedding --preset 10M --horizon-patches 24 --steps 4000 \
 		--max-minutes 7.4 --learning-rate 1e-3 --warmup-steps 250 --out runs/x01h-10m-4k
 	$(TRAIN_DEFAULT) --init-from runs/x01h-10m-4k/model --seed 1 --steps 3500 --max-minutes 7.4 \
@@ -71,14 +83,14 @@ train-default: $(STAMP)
 		--learning-rate 1.5e-4 --warmup-steps 100 --out runs/cont6
 	$(TRAIN_DEFAULT) --init-from runs/cont6/model --seed 7 --steps 1800 --max-minutes 6.5 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont7
-	$(VENV)/bin/python scripts/ship_default.py runs/cont7/model tsfm/models/default --decoding masked
-	$(TRAIN_DEFAULT) --init-from default --seed 8 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
+	$(VENV)/bin/python scripts/ship_default.py runs/cont7/model runs/cont7-bf16 --decoding masked
+	$(TRAIN_DEFAULT) --init-from runs/cont7-bf16 --seed 8 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont8r
 	$(TRAIN_DEFAULT) --init-from runs/cont8r/model --seed 9 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont9r
 	$(TRAIN_DEFAULT) --init-from runs/cont9r/model --seed 10 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.2 \
 		--learning-rate 5e-5 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont10r
-	$(VENV)/bin/python scripts/ship_default.py runs/cont10r/model tsfm/models/default --decoding masked
+	$(VENV)/bin/python scripts/ship_default.py runs/cont10r/model tsfm/models/recurrent --decoding masked
 
 # The shipped small model (CPU only, about an hour on 2 threads): the earlier 1M CPU run of train-default-cpu's
 # recipe, as shipped until the fifteenth session (taken from git), continued for 12,000 steps (fifteenth session), then

@@ -4,11 +4,13 @@
 Series are generated (daily and weekly seasonality at hourly resolution, trend, noise, a few NaN), seeded. The
 streams open on the first 2,048 steps; each round appends one patch (32 steps) to every stream and forecasts 48
 steps; the baseline runs ``predict(..., context_length=2048)`` on the same series ending at the same step. Both use
-the shipped ``default`` model with its decoding and, unless ``--naive-blend`` says otherwise, its Seasonal-Naive blend
-(whose backtest re-reads each stream's kept tail at every forecast). Prints a table and writes the raw rows as JSON.
+a shipped model (``--model``, ``default``: a Transformer, whose stream re-reads each kept tail at every forecast;
+``recurrent``: its state is carried) with its decoding and, unless ``--naive-blend`` says otherwise, its
+Seasonal-Naive blend (whose backtest re-reads each stream's kept tail at every forecast). Prints a table and writes
+the raw rows as JSON.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.stream_cpu [--series 1000] [--rounds 3] [--threads 1] [--naive-blend off]
-        [--out FILE]
+    OMP_NUM_THREADS=1 python -m benchmarks.stream_cpu [--model recurrent] [--series 1000] [--rounds 3] [--threads 1]
+        [--naive-blend off] [--out FILE]
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def generate(count: int, length: int, seed: int = 0) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default", help="a built-in model or a checkpoint folder")
     parser.add_argument("--series", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3, help="patches appended (one update + forecast each)")
     parser.add_argument("--threads", type=int, default=1)
@@ -60,14 +63,14 @@ def main() -> None:
     from tsfm.forecast import predict
     from tsfm.stream import open_stream
 
-    model = load_model("default")
+    model = load_model(args.model)
     blend = model.config.naive_blend if args.naive_blend is None else args.naive_blend
     data = generate(args.series, CONTEXT + args.rounds * PATCH)
     rows: list[dict[str, object]] = []
 
     def record(what: str, seconds: float, **extra: object) -> None:
-        rows.append({"what": what, "series": args.series, "seconds": seconds, "threads": args.threads,
-                     "naive_blend": blend, **extra})
+        rows.append({"what": what, "model": args.model, "series": args.series, "seconds": seconds,
+                     "threads": args.threads, "naive_blend": blend, **extra})
         print(f"{what}: {seconds:.3f} s", flush=True)
 
     start = time.perf_counter()
@@ -97,7 +100,7 @@ def main() -> None:
     predict_s = next(float(row["seconds"]) for row in rows if row["what"] == "predict_2048")
     update_s = float(np.median([row["seconds"] for row in rows if row["what"] == "stream_update"]))
     forecast_s = float(np.median([row["seconds"] for row in rows if row["what"] == "stream_forecast"]))
-    print(f"\nmodel default ({model.config.backbone}, {model.num_parameters():,} params, {model.config.decoding}, "
+    print(f"\nmodel {args.model} ({model.config.backbone}, {model.num_parameters():,} params, {model.config.decoding}, "
           f"naive_blend {blend}), {args.series} series, horizon {HORIZON}, threads {args.threads}, "
           f"{platform.machine()}")
     print("| step | seconds | series/s | vs predict |")

@@ -94,9 +94,9 @@ def test_wrong_format_version(model, tmp_path):
 
 
 def test_builtin_models_load_and_forecast():
-    """Both shipped models load by name, with the decoding their cards name, and give finite, sorted quantiles of
+    """Every shipped model loads by name, with the decoding their cards name, and gives finite, sorted quantiles of
     the right shape."""
-    decodings = {"default": "masked", "small": "autoregressive"}
+    decodings = {"default": "masked", "recurrent": "masked", "small": "autoregressive"}
     assert set(BUILTIN_MODELS) == set(decodings)
     for name in BUILTIN_MODELS:
         model = load_model(name)

@@ -41,8 +41,10 @@ def test_transformer_refuses_past_its_trained_length():
         open_stream(model, values, context_length=128)
 
 
-def test_default_model_reads_8192_steps():
+def test_shipped_recurrent_model_reads_8192_steps_and_the_default_refuses_them():
     t = np.arange(9000, dtype=np.float64)
     values = np.sin(2 * np.pi * t / 24) + 0.001 * t
-    long, median = predict(values, 48, context_length=8192)
+    long, median = predict(values, 48, model="recurrent", context_length=8192)
     assert long.shape == (1, 48, 9) and np.isfinite(long).all() and np.isfinite(median).all()
+    with pytest.raises(ValueError, match="context_length: backbone 'transformer'"):
+        predict(values, 48, context_length=8192)

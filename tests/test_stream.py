@@ -241,13 +241,16 @@ def test_snapshot_survives_new_config_fields_and_other_inference_settings():
     torch.testing.assert_close(restored.forecast_model_quantiles(20), stream.forecast_model_quantiles(20).clamp(min=0))
 
 
-def test_default_model_stream_matches_full_forward():
+@pytest.mark.parametrize("name", ["default", "recurrent"])
+def test_shipped_model_stream_matches_full_forward(name):
+    """The shipped Transformer recomputes from its tail; the shipped recurrent model carries its state."""
     from tsfm.checkpoint import load_model
 
-    model = load_model("default")
+    model = load_model(name)
     t = np.arange(2048 + 3 * 32 + 5, dtype=np.float64)
     values = 10 + np.sin(2 * np.pi * t / 24) * 3 + 0.01 * t
     stream = open_stream(model, values[:1000], max_drift=None)
+    assert stream.recompute == (name == "default")
     scale = ScaleParams(stream._loc.clone(), stream._scale.clone())
     stream.update([values[1000:1020]])
     stream.update([values[1020:1056]])  # 1056 = 33 patches: forecast from the state

@@ -30,9 +30,11 @@ WEIGHTS_FILE = "model.safetensors"
 SHARD_PATTERN = "model-{index:05d}-of-{count:05d}.safetensors"
 FORMAT_NAME = "tsfm"
 FORMAT_VERSION = 1
-BUILTIN_MODELS = ("default", "small")
-"""Models shipped in the package: ``default`` (the most accurate) and ``small`` (1M parameters, context 512: for
-CPUs where the default is too slow; scores in tsfm/models/default/README.md)."""
+BUILTIN_MODELS = ("default", "recurrent", "small")
+"""Models shipped in the package: ``default`` (the most accurate; a Transformer), ``recurrent`` (the default before
+it, sLSTM blocks: a stream carries its state, so an update and a forecast cost O(new patches), where a stream of the
+Transformer re-reads each tail) and ``small`` (1M parameters, context 512: for CPUs where the default is too slow);
+scores in tsfm/models/default/README.md."""
 
 
 class CheckpointError(ValueError):
