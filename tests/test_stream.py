@@ -340,3 +340,22 @@ def test_a_stream_blends_with_seasonal_naive_as_forecast_does(spec):
     torch.testing.assert_close(switched, want_switched, rtol=1e-4, atol=1e-3)
     with pytest.raises(StreamError, match="naive_blend must be one of"):
         stream.forecast(20, naive_blend="average")
+
+
+
+@pytest.mark.parametrize("spec", ["gdn", "transformer"])
+def test_tails_are_read_in_passes_of_at_most_tail_batch(monkeypatch, spec):
+    """Prefill, the Transformer's recompute and the blend's backtest read whole tails; cut into passes of at most
+    ``TAIL_BATCH`` series (as ``predict`` batches), they forecast what one pass would."""
+    import tsfm.stream as stream_module
+
+    model = tiny(spec)
+    rng = np.random.default_rng(3)
+    lengths = [97, 100, 104, 99, 102]  # one width in whole patches (104 steps), so one group of five
+    opening = [np.sin(np.arange(n) / 3) * 5 + rng.normal(size=n) for n in lengths]
+    whole = open_stream(model, opening, max_drift=None).forecast_model_quantiles(16, naive_blend="inverse_mse")
+    monkeypatch.setattr(stream_module, "TAIL_BATCH", 2)
+    passes = stream_module._group_by_patches(lengths, list(range(5)), P)
+    assert passes == [(104, [0, 1]), (104, [2, 3]), (104, [4])]
+    cut = open_stream(model, opening, max_drift=None).forecast_model_quantiles(16, naive_blend="inverse_mse")
+    torch.testing.assert_close(cut, whole, rtol=1e-5, atol=1e-5)
