@@ -1,6 +1,7 @@
-"""Turn a trained checkpoint into the shipped default model: bf16 weights in shards under 16 MiB, the shipped
-inference settings (masked decoding; non-negative forecasts for series never negative; the Seasonal-Naive blend
-``inverse_mse``; each chosen by the rules in benchmarks/RESULTS.md), provenance kept.
+"""Turn a trained checkpoint into a shipped model (``tsfm/models/default``, ``tsfm/models/recurrent``): bf16 weights in
+shards under 16 MiB, the shipped inference settings (masked decoding; non-negative forecasts for series never
+negative; the Seasonal-Naive blend ``inverse_mse``; each chosen by the rules in benchmarks/RESULTS.md), provenance
+kept.
 
     python scripts/ship_default.py runs/default-10m/model tsfm/models/default [--decoding masked]
         [--no-infer-nonnegative] [--naive-blend inverse_mse]
