@@ -8,7 +8,8 @@ the same format, and prints the normalised geometric means and how many configur
 
     PYTHONPATH=. python3 scripts/eval_checkpoints.py runs/a/model runs/b/model --benchmark data/benchmark \
         --out $OUT/eval [--configs m4_hourly/H/short ...] [--device cuda] \
-        [--decoding autoregressive] [--infer-nonnegative on] [--naive-blend inverse_mae]
+        [--decoding autoregressive] [--infer-nonnegative on] [--naive-blend inverse_mae] \
+        [--before-test | --spans-back 3 --normaliser SN_ON_THOSE_WINDOWS/all_results.csv]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from tsfm.config import DECODINGS, NAIVE_BLENDS
-from tsfm.pipelines.data.gift_eval import GiftEvalDataset
+from tsfm.pipelines.data.gift_eval import GiftEvalDataset, SeriesTooShortError
 from tsfm.pipelines.evaluate import (
     RESULTS_FILE,
     eval_model,
@@ -57,12 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naive-blend", choices=NAIVE_BLENDS, default=None,
                         help="lean forecasts towards Seasonal Naive by an in-context backtest (tsfm.naive_blend), "
                              "instead of what each checkpoint's config.json says")
-    parser.add_argument("--before-test", action="store_true",
-                        help="score the windows that end where the test windows begin (choosing inference settings "
-                             "without the test windows); --normaliser must then hold Seasonal Naive's rows on them")
+    windows = parser.add_mutually_exclusive_group()
+    windows.add_argument("--before-test", dest="spans_back", action="store_const", const=2, default=1,
+                         help="score the windows that end where the test windows begin (choosing inference settings "
+                              "without the test windows); --normaliser must then hold Seasonal Naive's rows on them")
+    windows.add_argument("--spans-back", type=int, dest="spans_back", default=1,
+                         help="score the windows that begin this many test spans before each series' end (1: the "
+                              "test windows, 2: as --before-test, 3: the span before those); configurations whose "
+                              "series are too short for them are skipped and named; --normaliser must hold Seasonal "
+                              "Naive's rows on the same windows")
     parser.add_argument("--context-length", type=int, default=None,
                         help="last steps of each series the model reads (default: the model's own)")
     args = parser.parse_args(argv)
+    if args.spans_back < 1:
+        parser.error(f"--spans-back must be at least 1 (1: the test windows), got {args.spans_back}")
     names = args.names or [Path(m).parent.name if Path(m).name == "model" else Path(m).name for m in args.models]
     if len(names) != len(args.models):
         parser.error("--names needs one name per model")
@@ -81,13 +90,21 @@ def main(argv: list[str] | None = None) -> int:
         if settings:
             spec = str(with_inference(spec, scratch / name, **settings))
         runner = eval_model(spec, batch_size=args.batch_size, device=args.device)
-        rows, started = [], time.perf_counter()
+        rows, started, too_short = [], time.perf_counter(), []
         for dataset, term in chosen:
             ds = GiftEvalDataset.per_variate(dataset, term, root=args.benchmark)
+            try:
+                ds.rolling_windows(args.spans_back)
+            except SeriesTooShortError:
+                too_short.append(ds.config_key)
+                continue
             predictor = runner.make_predictor(ds)
             if args.context_length is not None:  # TsfmPredictor: the window predict() reads
                 predictor.context_length = args.context_length
-            rows.append(result_row(name, ds, evaluate_predictor(predictor, ds, before_test=args.before_test)))
+            rows.append(result_row(name, ds, evaluate_predictor(predictor, ds, spans_back=args.spans_back)))
+        if too_short:
+            print(f"{name}: skipped {len(too_short)} configuration(s) whose series are too short for windows "
+                  f"{args.spans_back} test spans back: {', '.join(too_short)}")
         frame = pd.DataFrame(rows)
         (args.out / name).mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.out / name / RESULTS_FILE, index=False)

@@ -128,3 +128,28 @@ def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and
     assert "| dataset: counts_hourly |" in printed and "| mean of the datasets |" in printed
     # the second checkpoint is the first, so the paired ratio over datasets is exactly 1
     assert rows[1]["paired_future_ratio"] == [1.0, 1.0, 1.0] and "paired over the 2 held-out datasets" in printed
+
+
+def test_eval_checkpoints_scores_earlier_windows_and_names_configurations_too_short_for_them(tmp_path):
+    """``--spans-back 3`` scores the span before the before-test windows; a configuration whose series cannot hold
+    three spans is skipped and named, never scored on other windows; a count below 1 is refused."""
+    rng = np.random.default_rng(0)
+    for name, freq, length in (("m4_hourly", "H", 400), ("m4_daily", "D", 40)):  # daily: 3 x 14 steps > 40
+        write_dataset(tmp_path / "bench" / name, [
+            {"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": freq,
+             "target": (10 + rng.normal(size=length)).astype(np.float32)} for i in range(3)])
+    common = ["--benchmark", str(tmp_path / "bench"), "--device", "cpu"]
+    before = _run("eval_checkpoints.py", "seasonal_naive", "--before-test", "--out", str(tmp_path / "b"), *common)
+    assert "skipped" not in before
+    printed = _run("eval_checkpoints.py", "seasonal_naive", "--spans-back", "3", "--normaliser",
+                   str(tmp_path / "b" / "seasonal_naive" / "all_results.csv"), "--out", str(tmp_path / "e"), *common)
+    assert "skipped 1 configuration(s) whose series are too short for windows 3 test spans back: m4_daily/D/short" in (
+        printed)
+    earlier = pd.read_csv(tmp_path / "e" / "seasonal_naive" / "all_results.csv")
+    scored = pd.read_csv(tmp_path / "b" / "seasonal_naive" / "all_results.csv")
+    assert list(earlier["dataset"]) == ["m4_hourly/H/short"] and len(scored) == 2
+    assert earlier["eval_metrics/MASE[0.5]"].iloc[0] != scored.set_index("dataset").loc["m4_hourly/H/short",
+                                                                                       "eval_metrics/MASE[0.5]"]
+    refused = _call("eval_checkpoints.py", "seasonal_naive", "--spans-back", "0", "--out", str(tmp_path / "z"),
+                    *common)
+    assert refused.returncode == 2 and "--spans-back must be at least 1" in refused.stderr

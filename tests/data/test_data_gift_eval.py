@@ -165,6 +165,12 @@ def test_test_instances_follow_the_windows(tmp_path: Path) -> None:
         cut = (1000, 2000)[item] - 48 * (6 - w)
         assert len(inp["target"]) == cut and len(label["target"]) == 48
     assert len(before[2][1]["target"]) + len(before[2][0]["target"]) == len(pairs[0][0]["target"])
+    # a span further back: a second set of windows no test window scores, ending where the first set begins
+    earlier = list(ds.rolling_windows(spans_back=3))
+    assert [len(inp["target"]) for inp, _ in earlier] == [n - 48 * (9 - w) for n in (1000, 2000) for w in range(3)]
+    assert len(earlier[2][1]["target"]) + len(earlier[2][0]["target"]) == len(before[0][0]["target"])
+    with pytest.raises(ValueError, match="spans_back must be at least 1"):
+        ds.rolling_windows(spans_back=0)
 
 
 def test_multivariate_per_variate(tmp_path: Path) -> None:

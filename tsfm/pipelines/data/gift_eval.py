@@ -483,19 +483,28 @@ class GiftEvalDataset:
     @property
     def test_data(self) -> Any:
         """gluonts ``TestData``: ``windows`` rolling (input, label) pairs per series, ``prediction_length`` apart."""
-        return self._rolling_windows(spans_back=1)
+        return self.rolling_windows(spans_back=1)
 
     @property
     def windows_before_test(self) -> Any:
         """gluonts ``TestData`` like :attr:`test_data`, but of the ``windows`` windows that end where the test span
         begins: the same shape of task on steps no test window scores, to choose inference settings on the
         benchmark's own series without reading its test windows (GIFT-Eval's validation part)."""
-        return self._rolling_windows(spans_back=2)
+        return self.rolling_windows(spans_back=2)
 
-    def _rolling_windows(self, spans_back: int) -> Any:
+    def rolling_windows(self, spans_back: int) -> Any:
         """``windows`` rolling (input, label) pairs, ``prediction_length`` apart, the first starting
-        ``spans_back`` test spans (``prediction_length x windows``) before the series' end."""
+        ``spans_back`` test spans (``prediction_length x windows``) before the series' end: 1 is the test windows, 2
+        the windows before them, 3 the span before those (a second set on which no test window is scored, where one
+        set of before-test windows cannot tell two checkpoints apart).
+
+        Raises:
+            SeriesTooShortError: a series has no step of history before the first window.
+        """
         from gluonts.dataset.split import split
+
+        if spans_back < 1:
+            raise ValueError(f"spans_back must be at least 1 (1: the test windows), got {spans_back}")
 
         offset = spans_back * self.prediction_length * self.windows
         self._check_lengths(offset)

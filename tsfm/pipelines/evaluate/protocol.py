@@ -106,11 +106,11 @@ def _gluonts_progress(desc: str, enabled: bool) -> Iterator[None]:
 
 
 def evaluate_predictor(
-    predictor: Any, dataset: GiftEvalDataset, *, progress: bool = False, desc: str = "", before_test: bool = False
+    predictor: Any, dataset: GiftEvalDataset, *, progress: bool = False, desc: str = "", spans_back: int = 1
 ) -> dict[str, float]:
     """Score a gluonts predictor on one configuration with GIFT-Eval's arguments; returns ``{metric name: value}``.
-    ``before_test`` scores the windows that end where the test windows begin
-    (:attr:`GiftEvalDataset.windows_before_test`) instead of the test windows.
+    ``spans_back`` 1 scores the test windows; 2 the windows that end where the test windows begin
+    (:attr:`GiftEvalDataset.windows_before_test`), 3 the span before those (:meth:`GiftEvalDataset.rolling_windows`).
 
     Example:
         >>> evaluate_predictor(predictor, GiftEvalDataset.per_variate("m4_hourly", root="bench"))["MASE[0.5]"]
@@ -122,7 +122,7 @@ def evaluate_predictor(
     with _gluonts_progress(desc or dataset.config_key, progress):
         frame = evaluate_model(
             predictor,
-            test_data=dataset.windows_before_test if before_test else dataset.test_data,
+            test_data=dataset.rolling_windows(spans_back),
             metrics=gift_eval_metrics(),
             axis=None,
             batch_size=512,

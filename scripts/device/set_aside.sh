@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A device call copies the whole working tree (tracked files, carry included) under a 64 MiB limit; the built-in
+# `recurrent` model's weights (19.5 MiB: the previous default, kept for streams) push the tree past it, and no device
+# call reads them. Move them out of the checkout before a session's device calls and back after:
+#
+#   bash scripts/device/set_aside.sh out    # to ../tsfm-set-aside/ beside the checkout
+#   bash scripts/device/set_aside.sh back   # git status is clean again
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+aside=../tsfm-set-aside
+files=(tsfm/models/recurrent/model-00001-of-00002.safetensors tsfm/models/recurrent/model-00002-of-00002.safetensors)
+case "${1:-}" in
+    out)
+        mkdir -p "$aside"
+        for f in "${files[@]}"; do mv "$f" "$aside/$(basename "$f")"; done
+        echo "set aside ${#files[@]} file(s) in $aside; run '$0 back' after the device calls" ;;
+    back)
+        for f in "${files[@]}"; do mv "$aside/$(basename "$f")" "$f"; done
+        rmdir "$aside" 2>/dev/null || true
+        git status --short -- tsfm/models ;;
+    *)
+        echo "usage: $0 out|back" >&2; exit 2 ;;
+esac
