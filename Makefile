@@ -43,11 +43,12 @@ lint: $(STAMP)
 bench-cpu: $(STAMP)
 	$(PY) -m benchmarks.predict_cpu
 
-# The exact training of tsfm/models/default (twenty-sixth session). It NEEDS AN NVIDIA GPU: 11.5 minutes of training
-# on an H100 (torch.compile, bf16), one run from scratch. The pretraining corpus is capped as on the device; there
-# scripts/device/pretrain_many.sh ran the same `tsfm train` command in two calls (--max-minutes 7.4, then 5.6: the second
-# resumed the Lightning checkpoint exactly), which uninterrupted is this one. On a CPU it would take days;
-# `make train-default-cpu` is the earliest 1M CPU recipe.
+# The exact training of tsfm/models/default (twenty-sixth and twenty-seventh sessions). It NEEDS AN NVIDIA GPU: 25
+# minutes of training on an H100 (torch.compile, bf16): one run from scratch (shipped in bf16 as the default of its
+# day, which the next run starts from), then two continued from the previous weights (--init-from: fresh optimizer,
+# lower peak rate, new seed). The pretraining corpus is capped as on the device; there scripts/device/pretrain_many.sh
+# ran the same `tsfm train` commands (the first in two calls, --max-minutes 7.4 then 5.6: the second resumed the
+# Lightning checkpoint exactly). On a CPU it would take days; `make train-default-cpu` is the earliest 1M CPU recipe.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain
 capped-corpus: $(STAMP)
@@ -57,7 +58,12 @@ capped-corpus: $(STAMP)
 train-default: capped-corpus
 	$(TRAIN_DEFAULT) --backbone transformer --horizon-embedding --prior-mix repeat=0.1 --preset 10M \
 		--horizon-patches 24 --steps 7400 --learning-rate 1e-3 --warmup-steps 250 --out runs/tf10-scratch
-	$(VENV)/bin/python scripts/ship_default.py runs/tf10-scratch/model tsfm/models/default
+	$(VENV)/bin/python scripts/ship_default.py runs/tf10-scratch/model runs/tf10-scratch-bf16
+	$(TRAIN_DEFAULT) --init-from runs/tf10-scratch-bf16 --prior-mix repeat=0.1 --seed 1 --steps 4400 \
+		--learning-rate 3e-4 --warmup-steps 100 --out runs/tf10-cont1
+	$(TRAIN_DEFAULT) --init-from runs/tf10-cont1/model --prior-mix repeat=0.1 --seed 2 --steps 4400 \
+		--learning-rate 3e-4 --warmup-steps 100 --out runs/tf10-cont2
+	$(VENV)/bin/python scripts/ship_default.py runs/tf10-cont2/model tsfm/models/default
 
 # The exact training of tsfm/models/recurrent, the default until the twenty-sixth session. It NEEDS AN NVIDIA GPU (73
 # minutes of training over eleven runs, eight on an H200 and three on an H100, torch.compile, bf16): a first run from

@@ -66,7 +66,7 @@ def score(quantiles: torch.Tensor, targets: torch.Tensor, params: ScaleParams, l
     return {**row, **group_means(row)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+",
                         help="checkpoint folders or built-in names, scored on the first one's validation windows")
@@ -81,7 +81,7 @@ def main() -> None:
                         help="comma-separated tsfm.naive_blend settings (default: the model's alone)")
     parser.add_argument("--pairs", action="store_true",
                         help="also score the level-by-level quantile average of every pair of option combinations")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     if len(set(args.models)) < len(args.models):
         parser.error("each checkpoint once: a repeated one would be scored (and paired) as itself")

@@ -153,3 +153,49 @@ def test_eval_checkpoints_scores_earlier_windows_and_names_configurations_too_sh
     refused = _call("eval_checkpoints.py", "seasonal_naive", "--spans-back", "0", "--out", str(tmp_path / "z"),
                     *common)
     assert refused.returncode == 2 and "--spans-back must be at least 1" in refused.stderr
+
+
+def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_never_ships(checkpoint_and_corpus,
+                                                                                            tmp_path):
+    """The rule in one command: a candidate identical to the reference ties (ratio exactly 1 on every unit) and does
+    not ship; every unit is one configuration on one of the two spans before the test windows."""
+    checkpoint, corpus = checkpoint_and_corpus
+    rng = np.random.default_rng(1)
+    for name, freq, length in (("m4_hourly", "H", 400), ("m4_daily", "D", 200)):
+        write_dataset(tmp_path / "bench" / name, [
+            {"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": freq,
+             "target": (10 + np.sin(np.arange(length) / 3) + rng.normal(size=length)).astype(np.float32)}
+            for i in range(3)])
+    shutil.copytree(checkpoint, tmp_path / "same" / "model")
+    config = ModelConfig(backbone="gdn", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
+                         context_length=64, train_horizon_patches=2, horizon_embedding=True)
+    torch.manual_seed(1)
+    save_model(Forecaster(config).eval(), tmp_path / "other" / "model",
+               training={"train_config": {"context_length": 64, "batch_size": 16, "val_batches": 2}})
+    printed = _run("judge_checkpoints.py", str(tmp_path / "same" / "model"), str(tmp_path / "other" / "model"),
+                   "--reference", str(checkpoint), "--benchmark", str(tmp_path / "bench"), "--real-data",
+                   str(corpus), "--out", str(tmp_path / "judge"), "--device", "cpu")
+    judged = json.loads((tmp_path / "judge" / "judge.json").read_text())["candidates"]
+    assert judged["same"]["benchmark"]["MASE"] == [1.0, 1.0, 1.0] and judged["same"]["verdict"] == "does not ship"
+    assert judged["same"]["benchmark"]["units"] == judged["other"]["benchmark"]["units"] == 4  # 2 configs x 2 spans
+    other = judged["other"]["benchmark"]["CRPS"]
+    assert other[1] <= other[0] <= other[2] and other[0] != 1.0
+    for spans in (2, 3):  # each span scored against Seasonal Naive on its own windows
+        assert (tmp_path / "judge" / f"spans_back_{spans}" / "seasonal_naive" / "all_results.csv").is_file()
+    assert "| same | 4 | 1.0000 [1.0000, 1.0000]" in printed and "**does not ship**" in printed
+    refused = _call("judge_checkpoints.py", str(tmp_path / "other" / "model"), "--spans-back", "1,2", "--benchmark",
+                    str(tmp_path / "bench"), "--real-data", str(corpus), "--out", str(tmp_path / "z"))
+    assert refused.returncode == 2 and "1 is the test windows" in refused.stderr
+
+
+def test_judge_verdict_needs_both_benchmark_intervals_below_1_and_the_held_out_one_not_lying_above_1():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from judge_checkpoints import verdict
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    better = {"MASE": [0.95, 0.92, 0.99], "CRPS": [0.96, 0.93, 0.999]}
+    assert verdict(better, [1.01, 0.97, 1.05]) == "ships"  # the held-out interval may hold 1: not worse
+    assert verdict(better, [1.03, 1.005, 1.06]) == "does not ship"  # worse on the held-out windows
+    assert verdict(better, None) == "does not ship"  # fewer than two held-out datasets: no evidence
+    assert verdict({**better, "CRPS": [0.96, 0.93, 1.0]}, [0.97, 0.94, 0.99]) == "does not ship"  # must lie below 1

@@ -1,0 +1,151 @@
+"""Judge candidate checkpoints against the shipped default by the rule that decides what ships, in one command.
+
+The rule (``benchmarks/RESULTS.md``, twenty-seventh session), judged without the test windows: a candidate ships
+only if
+
+1. on the benchmark windows no test window scores, pooled over two spans (the windows that end where the test
+   windows begin, and the span before those: ``scripts/eval_checkpoints.py --spans-back 2`` and ``3``), the 95% BCa
+   interval of its paired geometric-mean ratio to the reference is below 1 on MASE **and** on CRPS; the unit of the
+   bootstrap is one configuration on one span (65 of them on the offline benchmark), each normalised by Seasonal
+   Naive on the same windows;
+2. on the held-out pretraining windows (``scripts/validation_forecast.py --validation-split common``) its paired
+   ratio over the held-out datasets has an interval that does not lie above 1 (its lower end at most 1: not worse,
+   as far as 15 datasets can tell; they are too few to ask for better).
+
+Every model is scored with the reference's inference settings (decoding, ``infer_nonnegative``, ``naive_blend``),
+so a candidate is judged as it would ship. Writes ``OUT/judge.md`` and ``OUT/judge.json`` and every model's
+``all_results.csv`` per span under ``OUT/spans_back_N/``.
+
+    PYTHONPATH=. python scripts/judge_checkpoints.py runs/a/model [runs/b/model ...] --benchmark data/benchmark \
+        --real-data data/device/pretrain --out OUT [--reference default] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from eval_checkpoints import main as score_checkpoints  # sibling scripts (scripts/)
+from validation_forecast import main as validation_forecast
+
+from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
+from tsfm.pipelines.evaluate import normalise, paired_ratio_interval, read_results
+from tsfm.pipelines.report import markdown_table
+
+SPANS_BACK = (2, 3)
+METRICS = ("MASE", "CRPS")
+REFERENCE_NAME = "reference"
+
+
+def inference_settings(reference: str) -> list[str]:
+    """The reference's inference settings as ``eval_checkpoints.py`` flags, so every model is scored as it ships."""
+    config, _ = read_checkpoint_config(resolve_model_path(reference))
+    return ["--decoding", config.decoding, "--infer-nonnegative", "on" if config.infer_nonnegative else "off",
+            "--naive-blend", config.naive_blend]
+
+
+def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list[str]) -> pd.DataFrame:
+    """Normalised MASE and CRPS of every model on every span, one row per (model, configuration, span)."""
+    frames = []
+    for spans in args.spans_back:
+        out = args.out / f"spans_back_{spans}"
+        common = ["--benchmark", str(args.benchmark), "--out", str(out), "--spans-back", str(spans),
+                  *(["--device", args.device] if args.device else [])]
+        score_checkpoints(["seasonal_naive", *common])
+        score_checkpoints([*models.values(), "--names", *models, "--normaliser",
+                           str(out / "seasonal_naive" / "all_results.csv"), *settings, *common])
+        results = pd.concat([read_results(out / name) for name in models], ignore_index=True)
+        frames.append(normalise(results, read_results(out / "seasonal_naive")).assign(spans_back=spans))
+    return pd.concat(frames, ignore_index=True)
+
+
+def benchmark_verdicts(scores: pd.DataFrame, candidates: list[str]) -> dict[str, dict[str, list[float]]]:
+    """Each candidate's paired ratio ``[ratio, low, high]`` to the reference per metric, over the (configuration,
+    span) units both scored."""
+    keyed = scores.set_index(["model", "dataset", "spans_back"])
+    reference = keyed.loc[REFERENCE_NAME]
+    out = {}
+    for name in candidates:
+        ours = keyed.loc[name]
+        units = ours.index.intersection(reference.index)
+        values = pd.concat([ours.loc[units, list(METRICS)], reference.loc[units, list(METRICS)]], axis=1)
+        units = units[(np.isfinite(values) & (values > 0)).all(axis=1).to_numpy()]  # undefined ratios: as summarise
+        out[name] = {metric: list(paired_ratio_interval(ours.loc[units, metric].to_numpy(),
+                                                        reference.loc[units, metric].to_numpy()))
+                     for metric in METRICS}
+        out[name]["units"] = len(units)
+    return out
+
+
+def validation_verdicts(models: dict[str, str], args: argparse.Namespace, blend: str, clamp: bool
+                        ) -> dict[str, list[float] | None]:
+    """Each candidate's paired ratio over the held-out datasets (``validation_forecast.py``), with the reference's
+    blend and clamp."""
+    out_file = args.out / "validation_forecast_common.json"
+    validation_forecast([*models.values(), "--real-data", str(args.real_data), "--validation-split", "common",
+                         "--no-flip", "--naive-blends", blend, "--out", str(out_file),
+                         *(["--device", args.device] if args.device else [])])
+    rows = [row for row in json.loads(out_file.read_text())["rows"] if row["infer_nonnegative"] == clamp]
+    by_model = {row["members"][0]["model"]: row for row in rows}
+    return {name: by_model[path].get("paired_dataset_ratio") for name, path in models.items() if name != REFERENCE_NAME}
+
+
+def verdict(bench: dict[str, list[float]], validation: list[float] | None) -> str:
+    """``ships`` only where both benchmark intervals lie below 1 and the validation interval does not lie above 1."""
+    below = all(bench[metric][2] < 1 for metric in METRICS)
+    held_out = validation is not None and validation[1] <= 1
+    return "ships" if below and held_out else "does not ship"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("candidates", nargs="+", help="checkpoint folders to judge")
+    parser.add_argument("--reference", default="default", help="the shipped model to beat (default: 'default')")
+    parser.add_argument("--benchmark", type=Path, required=True)
+    parser.add_argument("--real-data", type=Path, required=True, help="the pretraining corpus (held-out windows)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--spans-back", type=lambda s: tuple(int(v) for v in s.split(",")), default=SPANS_BACK,
+                        help="comma-separated spans of windows before the series' ends (default 2,3; 1 would be "
+                             "the test windows, which never judge)")
+    args = parser.parse_args(argv)
+    if 1 in args.spans_back or min(args.spans_back) < 1:
+        parser.error(f"--spans-back takes spans of 2 or more (1 is the test windows), got {args.spans_back}")
+    names = [Path(c).parent.name if Path(c).name == "model" else Path(c).name for c in args.candidates]
+    if len(set(names)) < len(names) or REFERENCE_NAME in names:
+        parser.error(f"candidates need distinct folder names other than {REFERENCE_NAME!r}, got {names}")
+    models = {REFERENCE_NAME: args.reference, **dict(zip(names, args.candidates, strict=True))}
+    settings = inference_settings(args.reference)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    bench = benchmark_verdicts(score_spans(models, args, settings), names)
+    config, _ = read_checkpoint_config(resolve_model_path(args.reference))
+    validation = validation_verdicts(models, args, config.naive_blend, config.infer_nonnegative)
+    judged = {name: {"benchmark": bench[name], "validation": validation[name],
+                     "verdict": verdict(bench[name], validation[name])} for name in names}
+
+    def interval(values: list[float] | None) -> str:
+        return "-" if values is None else f"{values[0]:.4f} [{values[1]:.4f}, {values[2]:.4f}]"
+
+    rows = ([name, str(bench[name]["units"]), interval(bench[name]["MASE"]), interval(bench[name]["CRPS"]),
+             interval(validation[name]), f"**{judged[name]['verdict']}**"] for name in names)
+    table = markdown_table(["candidate", "units", "MASE ratio [95%]", "CRPS ratio [95%]",
+                            "held-out windows ratio [95%]", "verdict"], rows)
+    text = "\n".join([
+        f"# Candidates against `{args.reference}`", "",
+        f"Benchmark windows {', '.join(f'{s} spans back' for s in args.spans_back)} pooled, with the reference's "
+        f"inference ({' '.join(settings)}); command: `python {' '.join(sys.argv)}`.", "", *table, ""])
+    (args.out / "judge.md").write_text(text)
+    (args.out / "judge.json").write_text(json.dumps({"reference": args.reference, "settings": settings,
+                                                     "spans_back": list(args.spans_back), "candidates": judged},
+                                                    indent=2) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
