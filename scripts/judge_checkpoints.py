@@ -33,6 +33,7 @@ from eval_checkpoints import main as score_checkpoints  # sibling scripts (scrip
 from validation_forecast import main as validation_forecast
 
 from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
+from tsfm.config import ModelConfig
 from tsfm.pipelines.evaluate import normalise, paired_ratio_interval, read_results
 from tsfm.pipelines.report import markdown_table
 
@@ -41,9 +42,8 @@ METRICS = ("MASE", "CRPS")
 REFERENCE_NAME = "reference"
 
 
-def inference_settings(reference: str) -> list[str]:
+def inference_settings(config: ModelConfig) -> list[str]:
     """The reference's inference settings as ``eval_checkpoints.py`` flags, so every model is scored as it ships."""
-    config, _ = read_checkpoint_config(resolve_model_path(reference))
     return ["--decoding", config.decoding, "--infer-nonnegative", "on" if config.infer_nonnegative else "off",
             "--naive-blend", config.naive_blend]
 
@@ -63,7 +63,7 @@ def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list
     return pd.concat(frames, ignore_index=True)
 
 
-def benchmark_verdicts(scores: pd.DataFrame, candidates: list[str]) -> dict[str, dict[str, list[float]]]:
+def benchmark_verdicts(scores: pd.DataFrame, candidates: list[str]) -> dict[str, dict[str, list[float] | int]]:
     """Each candidate's paired ratio ``[ratio, low, high]`` to the reference per metric, over the (configuration,
     span) units both scored."""
     keyed = scores.set_index(["model", "dataset", "spans_back"])
@@ -94,7 +94,7 @@ def validation_verdicts(models: dict[str, str], args: argparse.Namespace, blend:
     return {name: by_model[path].get("paired_dataset_ratio") for name, path in models.items() if name != REFERENCE_NAME}
 
 
-def verdict(bench: dict[str, list[float]], validation: list[float] | None) -> str:
+def verdict(bench: dict[str, list[float] | int], validation: list[float] | None) -> str:
     """``ships`` only where both benchmark intervals lie below 1 and the validation interval does not lie above 1."""
     below = all(bench[metric][2] < 1 for metric in METRICS)
     held_out = validation is not None and validation[1] <= 1
@@ -113,17 +113,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated spans of windows before the series' ends (default 2,3; 1 would be "
                              "the test windows, which never judge)")
     args = parser.parse_args(argv)
-    if 1 in args.spans_back or min(args.spans_back) < 1:
+    if min(args.spans_back) < 2:
         parser.error(f"--spans-back takes spans of 2 or more (1 is the test windows), got {args.spans_back}")
     names = [Path(c).parent.name if Path(c).name == "model" else Path(c).name for c in args.candidates]
     if len(set(names)) < len(names) or REFERENCE_NAME in names:
         parser.error(f"candidates need distinct folder names other than {REFERENCE_NAME!r}, got {names}")
     models = {REFERENCE_NAME: args.reference, **dict(zip(names, args.candidates, strict=True))}
-    settings = inference_settings(args.reference)
+    config, _ = read_checkpoint_config(resolve_model_path(args.reference))
+    settings = inference_settings(config)
     args.out.mkdir(parents=True, exist_ok=True)
 
     bench = benchmark_verdicts(score_spans(models, args, settings), names)
-    config, _ = read_checkpoint_config(resolve_model_path(args.reference))
     validation = validation_verdicts(models, args, config.naive_blend, config.infer_nonnegative)
     judged = {name: {"benchmark": bench[name], "validation": validation[name],
                      "verdict": verdict(bench[name], validation[name])} for name in names}
