@@ -323,3 +323,11 @@ def test_the_claim_is_judged_on_the_convolution_xlstm_apart_where_it_ran(tmp_pat
     row = next(line for line in conv.splitlines() if line.startswith("| 10M, MASE: `xlstm[3:1,conv]` leads (masked)"))
     assert "leader `xlstm[3:1,conv]`" in row and "best rival trails `xlstm[3:1,conv]` by 3.7%" in row
     assert "**agrees**" in row
+
+
+def test_speed_section_sums_each_run_training_time_once(tmp_path: Path) -> None:
+    """Nine runs of 60 s each (every run has many rows, one per configuration and decoding): 540 s, not a sum over
+    rows."""
+    text = write_sweep_report(write_sweep(tmp_path / "sweep", logs=False), tmp_path / "out")[0].read_text()
+    speed = section(text, "## Training speed", "## Sources")
+    assert "Training time summed over the 9 runs: 540 s (9.0 minutes)" in speed

@@ -505,7 +505,14 @@ def speed_section(frame: pd.DataFrame) -> list[str]:
     rows = []
     for _, row in per_run.iterrows():
         rows.append([f"`{row['run']}`", *(_format_value(row[c]) for c in columns)])
-    return ["## Training speed", "", *markdown_table(["run", *[c.replace("_", " ") for c in columns]], rows), ""]
+    lines = ["## Training speed", "", *markdown_table(["run", *[c.replace("_", " ") for c in columns]], rows), ""]
+    if "train_seconds" in per_run:
+        seconds = per_run["train_seconds"].astype(float)
+        lines += [f"Training time summed over the {seconds.notna().sum()} runs: {seconds.sum():,.0f} s "
+                  f"({seconds.sum() / 60:,.1f} minutes). Runs that shared a GPU side by side overlap in it, so the "
+                  "device time they took is less; scoring and the machines' start are not in it (each device call's "
+                  "wall and device time: `benchmarks/results/*/README.md`).", ""]
+    return lines
 
 
 def _preset_sort_key(column: pd.Series) -> pd.Series:
