@@ -40,6 +40,12 @@ from tsfm.pipelines.evaluate import (
 NORMALISER = Path(__file__).resolve().parents[1] / "reports/results/seasonal_naive/all_results.csv"
 
 
+def result_name(checkpoint: str) -> str:
+    """A checkpoint's result name: its run folder for ``RUN/model`` (as ``tsfm train`` writes), else its own name."""
+    path = Path(checkpoint)
+    return path.parent.name if path.name == "model" else path.name
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", help="checkpoint folders (or 'default')")
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.spans_back < 1:
         parser.error(f"--spans-back must be at least 1 (1: the test windows), got {args.spans_back}")
-    names = args.names or [Path(m).parent.name if Path(m).name == "model" else Path(m).name for m in args.models]
+    names = args.names or [result_name(m) for m in args.models]
     if len(names) != len(args.models):
         parser.error("--names needs one name per model")
     chosen = select_configs(args.benchmark, args.configs)
@@ -94,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         for dataset, term in chosen:
             ds = GiftEvalDataset.per_variate(dataset, term, root=args.benchmark)
             try:
-                ds.rolling_windows(args.spans_back)
+                ds.check_horizon(args.spans_back)
             except SeriesTooShortError:
                 too_short.append(ds.config_key)
                 continue

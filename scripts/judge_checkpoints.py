@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from eval_checkpoints import main as score_checkpoints  # sibling scripts (scripts/)
+from eval_checkpoints import result_name
 from validation_forecast import main as validation_forecast
 
 from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.spans_back) < 2:
         parser.error(f"--spans-back takes spans of 2 or more (1 is the test windows), got {args.spans_back}")
-    names = [Path(c).parent.name if Path(c).name == "model" else Path(c).name for c in args.candidates]
+    names = [result_name(c) for c in args.candidates]
     if len(set(names)) < len(names) or REFERENCE_NAME in names:
         parser.error(f"candidates need distinct folder names other than {REFERENCE_NAME!r}, got {names}")
     models = {REFERENCE_NAME: args.reference, **dict(zip(names, args.candidates, strict=True))}

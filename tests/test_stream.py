@@ -342,7 +342,6 @@ def test_a_stream_blends_with_seasonal_naive_as_forecast_does(spec):
         stream.forecast(20, naive_blend="average")
 
 
-
 @pytest.mark.parametrize("spec", ["gdn", "transformer"])
 def test_tails_are_read_in_passes_of_at_most_tail_batch(monkeypatch, spec):
     """Prefill, the Transformer's recompute and the blend's backtest read whole tails; cut into passes of at most

@@ -130,14 +130,20 @@ def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and
     assert rows[1]["paired_future_ratio"] == [1.0, 1.0, 1.0] and "paired over the 2 held-out datasets" in printed
 
 
+def _tiny_benchmark(root: Path, daily_length: int) -> None:
+    """Two GIFT-Eval configurations of three noisy waves each: ``m4_hourly`` (400 steps) and ``m4_daily``."""
+    rng = np.random.default_rng(0)
+    for name, freq, length in (("m4_hourly", "H", 400), ("m4_daily", "D", daily_length)):
+        write_dataset(root / name, [
+            {"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": freq,
+             "target": (10 + np.sin(np.arange(length) / 3) + rng.normal(size=length)).astype(np.float32)}
+            for i in range(3)])
+
+
 def test_eval_checkpoints_scores_earlier_windows_and_names_configurations_too_short_for_them(tmp_path):
     """``--spans-back 3`` scores the span before the before-test windows; a configuration whose series cannot hold
     three spans is skipped and named, never scored on other windows; a count below 1 is refused."""
-    rng = np.random.default_rng(0)
-    for name, freq, length in (("m4_hourly", "H", 400), ("m4_daily", "D", 40)):  # daily: 3 x 14 steps > 40
-        write_dataset(tmp_path / "bench" / name, [
-            {"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": freq,
-             "target": (10 + rng.normal(size=length)).astype(np.float32)} for i in range(3)])
+    _tiny_benchmark(tmp_path / "bench", daily_length=40)  # daily: 3 x 14 steps > 40
     common = ["--benchmark", str(tmp_path / "bench"), "--device", "cpu"]
     before = _run("eval_checkpoints.py", "seasonal_naive", "--before-test", "--out", str(tmp_path / "b"), *common)
     assert "skipped" not in before
@@ -160,12 +166,7 @@ def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_n
     """The rule in one command: a candidate identical to the reference ties (ratio exactly 1 on every unit) and does
     not ship; every unit is one configuration on one of the two spans before the test windows."""
     checkpoint, corpus = checkpoint_and_corpus
-    rng = np.random.default_rng(1)
-    for name, freq, length in (("m4_hourly", "H", 400), ("m4_daily", "D", 200)):
-        write_dataset(tmp_path / "bench" / name, [
-            {"item_id": f"s{i}", "start": pd.Timestamp("2020-01-01"), "freq": freq,
-             "target": (10 + np.sin(np.arange(length) / 3) + rng.normal(size=length)).astype(np.float32)}
-            for i in range(3)])
+    _tiny_benchmark(tmp_path / "bench", daily_length=200)
     shutil.copytree(checkpoint, tmp_path / "same" / "model")
     config = ModelConfig(backbone="gdn", d_model=32, n_layers=2, n_heads=2, patch_size=8, chunk_size=4,
                          context_length=64, train_horizon_patches=2, horizon_embedding=True)

@@ -8,15 +8,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 aside=../tsfm-set-aside
-files=(tsfm/models/recurrent/model-00001-of-00002.safetensors tsfm/models/recurrent/model-00002-of-00002.safetensors)
+weights=tsfm/models/recurrent
 case "${1:-}" in
     out)
         mkdir -p "$aside"
-        for f in "${files[@]}"; do mv "$f" "$aside/$(basename "$f")"; done
-        echo "set aside ${#files[@]} file(s) in $aside; run '$0 back' after the device calls" ;;
+        mv "$weights"/*.safetensors "$aside/"
+        echo "set aside $weights's weights in $aside; run '$0 back' after the device calls" ;;
     back)
-        for f in "${files[@]}"; do mv "$aside/$(basename "$f")" "$f"; done
-        rmdir "$aside" 2>/dev/null || true
+        mv "$aside"/*.safetensors "$weights/"
+        rmdir "$aside"
         git status --short -- tsfm/models ;;
     *)
         echo "usage: $0 out|back" >&2; exit 2 ;;

@@ -440,9 +440,12 @@ class GiftEvalDataset:
             )
         return out
 
-    def check_horizon(self) -> None:
-        """Raise :class:`SeriesTooShortError` unless every series keeps history before its test windows."""
-        self._check_lengths(self.prediction_length * self.windows)
+    def check_horizon(self, spans_back: int = 1) -> None:
+        """Raise :class:`SeriesTooShortError` unless every series keeps history before its test windows (or before the
+        windows ``spans_back`` test spans from its end: :meth:`rolling_windows`), without building any window."""
+        if spans_back < 1:
+            raise ValueError(f"spans_back must be at least 1 (1: the test windows), got {spans_back}")
+        self._check_lengths(spans_back * self.prediction_length * self.windows)
 
     def _check_lengths(self, offset: int) -> None:
         """Every series must be longer than ``offset``, the steps the requested windows cut from its end (the test
@@ -503,12 +506,8 @@ class GiftEvalDataset:
         """
         from gluonts.dataset.split import split
 
-        if spans_back < 1:
-            raise ValueError(f"spans_back must be at least 1 (1: the test windows), got {spans_back}")
-
-        offset = spans_back * self.prediction_length * self.windows
-        self._check_lengths(offset)
-        _, template = split(self.gluonts_dataset, offset=-offset)
+        self.check_horizon(spans_back)
+        _, template = split(self.gluonts_dataset, offset=-spans_back * self.prediction_length * self.windows)
         return template.generate_instances(
             prediction_length=self.prediction_length, windows=self.windows, distance=self.prediction_length
         )
