@@ -3,21 +3,31 @@
 # `recurrent` model's weights (19.5 MiB: the previous default, kept for streams) push the tree past it, and no device
 # call reads them. Move them out of the checkout before a session's device calls and back after:
 #
-#   bash scripts/device/set_aside.sh out    # to ../tsfm-set-aside/ beside the checkout
-#   bash scripts/device/set_aside.sh back   # git status is clean again
+#   bash scripts/device/set_aside.sh out            # to ../tsfm-set-aside/recurrent/ beside the checkout
+#   bash scripts/device/set_aside.sh out default    # other built-ins too (a call that carries a 20M checkpoint to
+#                                                   # continue needs the default's 19.5 MiB as well; it must not read it)
+#   bash scripts/device/set_aside.sh back           # every model set aside goes back; git status is clean again
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 aside=../tsfm-set-aside
-weights=tsfm/models/recurrent
 case "${1:-}" in
     out)
-        mkdir -p "$aside"
-        mv "$weights"/*.safetensors "$aside/"
-        echo "set aside $weights's weights in $aside; run '$0 back' after the device calls" ;;
+        shift
+        for model in recurrent "$@"; do
+            [ -d "tsfm/models/$model" ] || { echo "error: no built-in model tsfm/models/$model" >&2; exit 2; }
+            mkdir -p "$aside/$model"
+            mv "tsfm/models/$model"/*.safetensors "$aside/$model/"
+            echo "set aside tsfm/models/$model's weights in $aside/$model"
+        done
+        echo "run '$0 back' after the device calls" ;;
     back)
-        mv "$aside"/*.safetensors "$weights/"
+        for folder in "$aside"/*/; do
+            model=$(basename "$folder")
+            mv "$folder"*.safetensors "tsfm/models/$model/"
+            rmdir "$folder"
+        done
         rmdir "$aside"
         git status --short -- tsfm/models ;;
     *)
-        echo "usage: $0 out|back" >&2; exit 2 ;;
+        echo "usage: $0 out [MODEL ...] | back" >&2; exit 2 ;;
 esac
