@@ -82,6 +82,21 @@ def benchmark_verdicts(scores: pd.DataFrame, candidates: list[str]) -> dict[str,
     return out
 
 
+def frequency_breakdown(scores: pd.DataFrame, candidates: list[str]) -> pd.DataFrame:
+    """Each candidate's MASE ratio to the reference per frequency (rows) and over all units (last row): geometric
+    means over the (configuration, span) units both scored. Not part of the verdict; it says where a candidate
+    gains or loses, which the pooled interval hides."""
+    keyed = scores.set_index(["model", "dataset", "spans_back"])["MASE"]
+    columns = {}
+    for name in candidates:
+        ratio = np.log(keyed.loc[name] / keyed.loc[REFERENCE_NAME]).dropna()
+        ratio = ratio[np.isfinite(ratio)]
+        frequency = ratio.index.get_level_values("dataset").str.split("/").str[1]
+        by_frequency = np.exp(ratio.groupby(frequency).mean())
+        columns[name] = pd.concat([by_frequency, pd.Series({"all": float(np.exp(ratio.mean()))})])
+    return pd.DataFrame(columns)
+
+
 def validation_verdicts(models: dict[str, str], args: argparse.Namespace, blend: str, clamp: bool
                         ) -> dict[str, list[float] | None]:
     """Each candidate's paired ratio over the held-out datasets (``validation_forecast.py``), with the reference's
@@ -124,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = inference_settings(config)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    bench = benchmark_verdicts(score_spans(models, args, settings), names)
+    scores = score_spans(models, args, settings)
+    bench = benchmark_verdicts(scores, names)
+    breakdown = frequency_breakdown(scores, names)
     validation = validation_verdicts(models, args, config.naive_blend, config.infer_nonnegative)
     judged = {name: {"benchmark": bench[name], "validation": validation[name],
                      "verdict": verdict(bench[name], validation[name])} for name in names}
@@ -139,10 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join([
         f"# Candidates against `{args.reference}`", "",
         f"Benchmark windows {', '.join(f'{s} spans back' for s in args.spans_back)} pooled, with the reference's "
-        f"inference ({' '.join(settings)}); command: `python {' '.join(sys.argv)}`.", "", *table, ""])
+        f"inference ({' '.join(settings)}); command: `python {' '.join(sys.argv)}`.", "", *table, "",
+        "MASE ratio to the reference per frequency (geometric mean over configuration-spans; not part of the "
+        "verdict):", "",
+        *markdown_table(["frequency", *names], ([index, *(f"{value:.3f}" for value in row)]
+                                                for index, row in breakdown.iterrows())), ""])
     (args.out / "judge.md").write_text(text)
     (args.out / "judge.json").write_text(json.dumps({"reference": args.reference, "settings": settings,
-                                                     "spans_back": list(args.spans_back), "candidates": judged},
+                                                     "spans_back": list(args.spans_back), "candidates": judged,
+                                                     "mase_ratio_by_frequency": breakdown.to_dict()},
                                                     indent=2) + "\n")
     print(text)
     return 0

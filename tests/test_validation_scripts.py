@@ -184,9 +184,27 @@ def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_n
     for spans in (2, 3):  # each span scored against Seasonal Naive on its own windows
         assert (tmp_path / "judge" / f"spans_back_{spans}" / "seasonal_naive" / "all_results.csv").is_file()
     assert "| same | 4 | 1.0000 [1.0000, 1.0000]" in printed and "**does not ship**" in printed
+    by_frequency = json.loads((tmp_path / "judge" / "judge.json").read_text())["mase_ratio_by_frequency"]
+    assert by_frequency["same"] == {"D": 1.0, "H": 1.0, "all": 1.0} and by_frequency["other"]["all"] != 1.0
     refused = _call("judge_checkpoints.py", str(tmp_path / "other" / "model"), "--spans-back", "1,2", "--benchmark",
                     str(tmp_path / "bench"), "--real-data", str(corpus), "--out", str(tmp_path / "z"))
     assert refused.returncode == 2 and "1 is the test windows" in refused.stderr
+
+
+def test_judge_frequency_breakdown_is_a_geometric_mean_of_ratios_per_frequency():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from judge_checkpoints import frequency_breakdown
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    units = [("a/H/short", 2), ("a/H/short", 3), ("b/D/long", 2)]
+    scores = pd.DataFrame(
+        [("reference", dataset, spans, 1.0) for dataset, spans in units]
+        + [("x", "a/H/short", 2, 2.0), ("x", "a/H/short", 3, 8.0), ("x", "b/D/long", 2, 0.25)],
+        columns=["model", "dataset", "spans_back", "MASE"])
+    breakdown = frequency_breakdown(scores, ["x"])["x"]
+    assert breakdown["H"] == pytest.approx(4.0) and breakdown["D"] == pytest.approx(0.25)
+    assert breakdown["all"] == pytest.approx((2.0 * 8.0 * 0.25) ** (1 / 3))
 
 
 def test_judge_verdict_needs_both_benchmark_intervals_below_1_and_the_held_out_one_not_lying_above_1():
