@@ -205,6 +205,28 @@ def test_num_parameters_counts_every_value_once() -> None:
     assert model.num_parameters() == num_parameters(model) == sum(p.numel() for p in model.parameters())
 
 
+def test_rotary_rotates_each_pair_by_its_position_angle_and_keeps_relative_positions() -> None:
+    """RoPE by its definition: channel ``i`` and ``i + D/2`` of position ``p`` turn by ``p * base^(-2i/D)``; so a
+    query-key product depends only on the distance between their positions, and norms are kept."""
+    from tsfm.backbones.transformer import ROPE_BASE, rotary
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5, 8, dtype=torch.float64)
+    out = rotary(x, offset=7)
+    half = x.shape[-1] // 2
+    for p in range(5):
+        for i in range(half):
+            angle = (7 + p) * ROPE_BASE ** (-2 * i / x.shape[-1])
+            a, b = x[..., p, i], x[..., p, i + half]
+            assert torch.allclose(out[..., p, i], a * math.cos(angle) - b * math.sin(angle))
+            assert torch.allclose(out[..., p, i + half], a * math.sin(angle) + b * math.cos(angle))
+    assert torch.allclose(out.norm(dim=-1), x.norm(dim=-1))
+    q, k = torch.randn(1, 1, 1, 8, dtype=torch.float64), torch.randn(1, 1, 1, 8, dtype=torch.float64)
+    near = (rotary(q, offset=10) * rotary(k, offset=3)).sum()
+    far = (rotary(q, offset=1010) * rotary(k, offset=1003)).sum()
+    assert torch.allclose(near, far) and not torch.allclose(near, (q * k).sum())
+
+
 def _median_path_by_full_passes(model: Forecaster, context: torch.Tensor, horizon: int, every: int) -> torch.Tensor:
     """The definition of the autoregressive median, the slow way: append the median patch and run the whole
     pipeline again, one pass per patch; every ``every`` patches the window keeps its last ``context_length`` steps
