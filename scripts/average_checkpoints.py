@@ -18,17 +18,10 @@ from pathlib import Path
 import torch
 
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path, save_model
-from tsfm.config import ModelConfig
+from tsfm.config import INFERENCE_FIELDS
 from tsfm.model import Forecaster
 
-#: Settings that only steer inference; members may differ in them (the first member's are kept).
-INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "naive_blend")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-def architecture(config: ModelConfig) -> dict:
-    """The config without its inference settings: what must agree for weights to be averaged."""
-    return {k: v for k, v in config.to_dict().items() if k not in INFERENCE_FIELDS}
 
 
 def average_models(models: list[Forecaster], weights: list[float]) -> Forecaster:
@@ -45,10 +38,11 @@ def average_models(models: list[Forecaster], weights: list[float]) -> Forecaster
         raise ValueError(f"--weights: {len(weights)} weight(s) for {len(models)} checkpoints")
     if any(w < 0 for w in weights) or sum(weights) <= 0:
         raise ValueError(f"--weights must be non-negative and not all zero, got {weights}")
-    first = architecture(models[0].config)
+    first = models[0].config
     for index, model in enumerate(models[1:], start=2):
-        if (other := architecture(model.config)) != first:
-            differ = sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
+        if not first.same_network(model.config):  # members may differ in inference settings (the first's are kept)
+            ours, theirs = first.to_dict(), model.config.to_dict()
+            differ = sorted(k for k in ours if k not in INFERENCE_FIELDS and ours[k] != theirs[k])
             raise ValueError(f"checkpoint {index} has another architecture than the first ({', '.join(differ)})")
     total = sum(weights)
     states = [model.state_dict() for model in models]

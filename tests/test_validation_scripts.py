@@ -191,12 +191,18 @@ def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_n
     assert refused.returncode == 2 and "1 is the test windows" in refused.stderr
 
 
-def test_judge_frequency_breakdown_is_a_geometric_mean_of_ratios_per_frequency():
+def _judge_checkpoints():
+    """The judge script as a module (scripts/ is not a package)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from judge_checkpoints import frequency_breakdown
+        import judge_checkpoints
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+    return judge_checkpoints
+
+
+def test_judge_frequency_breakdown_is_a_geometric_mean_of_ratios_per_frequency():
+    frequency_breakdown = _judge_checkpoints().frequency_breakdown
     units = [("a/H/short", 2), ("a/H/short", 3), ("b/D/long", 2)]
     scores = pd.DataFrame(
         [("reference", dataset, spans, 1.0) for dataset, spans in units]
@@ -208,11 +214,7 @@ def test_judge_frequency_breakdown_is_a_geometric_mean_of_ratios_per_frequency()
 
 
 def test_judge_verdict_needs_both_benchmark_intervals_below_1_and_the_held_out_one_not_lying_above_1():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from judge_checkpoints import verdict
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    verdict = _judge_checkpoints().verdict
     better = {"MASE": [0.95, 0.92, 0.99], "CRPS": [0.96, 0.93, 0.999]}
     assert verdict(better, [1.01, 0.97, 1.05]) == "ships"  # the held-out interval may hold 1: not worse
     assert verdict(better, [1.03, 1.005, 1.06]) == "does not ship"  # worse on the held-out windows
