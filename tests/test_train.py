@@ -114,6 +114,19 @@ def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path
     assert provenance["steps"] == 10
 
 
+def test_a_call_that_trains_no_step_still_reports_the_last_logged_training_loss(tmp_path):
+    """A call that resumes a run at its last step (a time budget that ran out just before export) trains nothing and
+    so holds no loss of its own; its provenance keeps the last training loss the earlier calls logged."""
+    common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_run(steps=10, log_every=4), run, **common)
+    train(tiny_model(), tiny_run(steps=10, log_every=4), run, **common)
+    logged = read_metrics(run).dropna(subset=["train_loss"])
+    assert list(logged["step"]) == [3, 7]
+    final = json.loads((run / "provenance.json").read_text())["final_train_loss"]
+    assert final == pytest.approx(float(logged["train_loss"].iloc[-1]))
+
+
 def test_max_minutes_is_the_budget_of_each_call_not_of_the_whole_run(tmp_path):
     """A run stopped by one call's time budget continues in the next call: the time a checkpoint has already
     trained (here made to look like 20 minutes) does not count against the new call's ``max_minutes``."""

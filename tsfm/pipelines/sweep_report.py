@@ -292,10 +292,49 @@ def seed_ranges_overlap(cells: pd.DataFrame, metric: str, backbone: str = CLAIM_
     ours, rivals = _claim_sides(cells, backbone)
     if ours.empty or rivals.empty or f"{metric}_min" not in cells:
         return False
-    ours, rival = ours.iloc[0], rivals.loc[rivals[metric].idxmin()]
-    if min(int(ours["seeds"]), int(rival["seeds"])) < 2:
+    return _rows_overlap(ours.iloc[0], rivals.loc[rivals[metric].idxmin()], metric)
+
+
+def _rows_overlap(a: pd.Series, b: pd.Series, metric: str) -> bool:
+    """Whether two cells, each run with several seeds, have overlapping min-max ranges."""
+    if f"{metric}_min" not in a or min(int(a["seeds"]), int(b["seeds"])) < 2:
         return False
-    return bool(ours[f"{metric}_min"] <= rival[f"{metric}_max"] and rival[f"{metric}_min"] <= ours[f"{metric}_max"])
+    return bool(a[f"{metric}_min"] <= b[f"{metric}_max"] and b[f"{metric}_min"] <= a[f"{metric}_max"])
+
+
+def _single_seed(a: pd.Series, b: pd.Series) -> bool:
+    return "seeds" in a and min(int(a["seeds"]), int(b["seeds"])) < 2
+
+
+NOISE_VERDICT = "within seed noise"
+
+
+def typical_seed_spread(cells: pd.DataFrame, metric: str) -> float | None:
+    """The median relative spread ``(max - min) / mean`` over every cell run with several seeds (any backbone and
+    preset of one decoding): how far apart two runs of one recipe land by seed alone. The yardstick for a gap
+    between single-seed cells, whose own spread is unknown; None where no cell has several seeds."""
+    if f"{metric}_min" not in cells or "seeds" not in cells:
+        return None
+    seeded = cells[cells["seeds"] >= 2]
+    if seeded.empty:
+        return None
+    return float(((seeded[f"{metric}_max"] - seeded[f"{metric}_min"]) / seeded[metric]).median())
+
+
+def _verdict(gap: float, noise: str | None) -> str:
+    """``agrees`` for a positive gap (the claimed side scores lower), ``differs`` for a negative one, and
+    :data:`NOISE_VERDICT` whenever :func:`_noise_note` found the gap no evidence either way."""
+    return NOISE_VERDICT if noise else "agrees" if gap > 0 else "differs"
+
+
+def _noise_note(gap: float, overlap: bool, spread: float | None, single_seed: bool) -> str | None:
+    """Why a gap is no evidence either way, or None when it is: the two sides' seed ranges overlap, or one side ran
+    a single seed and the gap is smaller than the typical seed spread."""
+    if overlap:
+        return "seed ranges overlap"
+    if single_seed and spread is not None and abs(gap) < spread:
+        return f"under the typical seed spread of {spread:.1%}"
+    return None
 
 
 def claim_points(stats: pd.DataFrame, decoding: str, presets: Sequence[str],
@@ -305,20 +344,25 @@ def claim_points(stats: pd.DataFrame, decoding: str, presets: Sequence[str],
 
     Returns:
         One dict per point: ``point`` (what the claim says), ``measured`` (what the data says) and ``verdict``
-        (``agrees``, ``differs`` or ``not measured``). Nothing here knows the outcome in advance.
+        (``agrees``, ``differs``, :data:`NOISE_VERDICT` or ``not measured``). Nothing here knows the outcome in
+        advance.
     """
     cells = stats[stats["decoding"] == decoding]
+    spreads = {metric: typical_seed_spread(cells, metric) for metric in METRICS}
     points = []
     for preset in presets:
         here = cells[cells["preset"] == preset]
         for metric in METRICS:
-            points.append(_lead_point(here, preset, metric, backbone))
+            points.append(_lead_point(here, preset, metric, backbone, spreads[metric]))
     points += [_gap_point(cells, presets, metric, backbone) for metric in METRICS]
     return points
 
 
-def _lead_point(here: pd.DataFrame, preset: str, metric: str, backbone: str) -> dict[str, str]:
-    """Whether the claimed xLSTM scores below every rival present at one preset (the claim expects so up to 80M)."""
+def _lead_point(here: pd.DataFrame, preset: str, metric: str, backbone: str,
+                spread: float | None = None) -> dict[str, str]:
+    """Whether the claimed xLSTM scores below every rival present at one preset (the claim expects so up to 80M);
+    :data:`NOISE_VERDICT` where the gap is no larger than seeds alone move a score (``spread``:
+    :func:`typical_seed_spread`)."""
     expected = "leads" if preset in CLAIM_LEAD_PRESETS else "leads, by a narrower gap" \
         if preset == CLAIM_NARROW_PRESET else "(preset outside the study)"
     point = f"{preset}, {metric}: `{backbone}` {expected}"
@@ -331,11 +375,14 @@ def _lead_point(here: pd.DataFrame, preset: str, metric: str, backbone: str) -> 
         return {"point": point, "measured": measured + f"; `{backbone}` or its rivals not run",
                 "verdict": "not measured"}
     measured += f"; best rival {'trails' if gap > 0 else 'leads'} `{backbone}` by {abs(gap):.1%}"
-    if seed_ranges_overlap(here, metric, backbone):
-        measured += " (seed ranges overlap)"
+    ours, rivals = _claim_sides(here, backbone)
+    ours, rival = ours.iloc[0], rivals.loc[rivals[metric].idxmin()]
+    noise = _noise_note(gap, _rows_overlap(ours, rival, metric), spread, _single_seed(ours, rival))
+    if noise:
+        measured += f" ({noise})"
     if preset not in (*CLAIM_LEAD_PRESETS, CLAIM_NARROW_PRESET):
         return {"point": point, "measured": measured, "verdict": "not measured"}
-    return {"point": point, "measured": measured, "verdict": "agrees" if gap > 0 else "differs"}
+    return {"point": point, "measured": measured, "verdict": _verdict(gap, noise)}
 
 
 def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str, backbone: str) -> dict[str, str]:
@@ -378,6 +425,7 @@ def mix_points(stats: pd.DataFrame, decoding: str) -> list[dict[str, str]]:
     convolution (``,conv``): each family's mixes against its own mLSTM-only model; the sLSTM-only model is shared
     (``,conv`` changes only mLSTM blocks). Same keys as :func:`claim_points`."""
     cells = stats[stats["decoding"] == decoding]
+    spreads = {metric: typical_seed_spread(cells, metric) for metric in METRICS}
     cells = cells.assign(form=cells["backbone"].map(xlstm_ratio)).dropna(subset=["form"])
     points = []
     for preset, here in cells.groupby("preset", sort=False):
@@ -389,13 +437,18 @@ def mix_points(stats: pd.DataFrame, decoding: str) -> list[dict[str, str]]:
             if slstm_only.empty or mlstm_only.empty or mixes.empty:
                 continue
             blocks = "mLSTM (with the convolution)" if conv else "mLSTM"
+            pures = pd.concat([mlstm_only, slstm_only])
             for metric in METRICS:
-                best_mix, mix_score = leader(mixes, metric)
-                best_pure, pure_score = leader(pd.concat([mlstm_only, slstm_only]), metric)
-                measured = (f"best mix `{best_mix}` {mix_score:.3f}; best pure `{best_pure}` {pure_score:.3f} "
-                            f"(mix / pure - 1: {mix_score / pure_score - 1:+.1%})")
+                mix, pure = mixes.loc[mixes[metric].idxmin()], pures.loc[pures[metric].idxmin()]
+                gap = pure[metric] / mix[metric] - 1  # positive: the mix scores lower
+                measured = (f"best mix `{mix['backbone']}` {mix[metric]:.3f}; best pure `{pure['backbone']}` "
+                            f"{pure[metric]:.3f} (mix / pure - 1: {mix[metric] / pure[metric] - 1:+.1%})")
+                noise = _noise_note(gap, _rows_overlap(mix, pure, metric), spreads[metric], _single_seed(mix, pure))
+                if noise:
+                    measured += f" ({noise})"
                 points.append({"point": f"{preset}, {metric}: a mix of {blocks} and sLSTM beats either alone",
-                               "measured": measured, "verdict": "agrees" if mix_score < pure_score else "differs"})
+                               "measured": measured,
+                               "verdict": _verdict(gap, noise)})
     return points
 
 
@@ -418,7 +471,10 @@ def claim_section(stats: pd.DataFrame, decodings: Sequence[str], presets: Sequen
     """"Beside the seed study's claim": the claim, then a verdict table per decoding."""
     lines = ["## Beside the seed study's claim", "", CLAIM_TEXT, "",
              "Rivals are `mamba2` and the `gdn` variants; a lead is the lower mean over seeds. "
-             "Verdicts are computed from the tables above.", ""]
+             "Verdicts are computed from the tables above. A gap is no evidence either way, and reads "
+             f"**{NOISE_VERDICT}**, where the two sides' seed ranges overlap, or where one side ran a single seed and "
+             "the gap is smaller than the typical seed spread: the median of (max - min) / mean over the cells of the "
+             "decoding that ran several seeds (any backbone and preset).", ""]
     for decoding in decodings:
         points = claim_points(stats, decoding, presets)
         lines += [f"### Decoding: {decoding}", ""]
@@ -491,7 +547,14 @@ def budget_section(frame: pd.DataFrame, presets: Sequence[str]) -> list[str]:
 
 
 def _mean_and_range(values: pd.Series) -> str:
+    """Mean over seeds, with the min-max range when several; a run without the value (older code left the training
+    loss out when a resumed call trained no step) is named rather than averaged in as nan."""
     values = values.astype(float)
+    missing = int(values.isna().sum())
+    if missing == len(values):
+        return "not recorded"
+    if missing:
+        return f"{_mean_and_range(values.dropna())}; {missing} run(s) not recorded"
     text = f"{values.mean():.4f}"
     return text if len(values) == 1 else f"{text} ({values.min():.4f}-{values.max():.4f})"
 

@@ -584,7 +584,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
         callback = next(iter(v for k, v in state.get("callbacks", {}).items() if "ModelCheckpoint" in k), {})
         best_score = callback.get("best_model_score")
         best_score = None if best_score is None else float(best_score)
-    final_loss = trainer.callback_metrics.get("train_loss")
+    final_loss = _final_train_loss(trainer, out)
     steps = trainer.global_step
     provenance = {
         "command": command,
@@ -595,7 +595,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
         "steps": steps,
         "windows_seen": steps * train_config.batch_size,
         "tokens_seen": steps * train_config.batch_size * module.tokens_per_window,
-        "final_train_loss": None if final_loss is None else float(final_loss),
+        "final_train_loss": final_loss,
         "best_val_loss": best_score,
         "train_seconds": round(resume_point.elapsed(), 1),
         "device": _device_name(trainer),
@@ -609,6 +609,20 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     _plot_losses(out)
     return path
+
+
+def _final_train_loss(trainer: L.Trainer, out: Path) -> float | None:
+    """The last training loss of the run: this call's, else the last one logged by an earlier call. A resumed call
+    that ends within a few steps logs none of its own (logging is every ``log_every_n_steps``), and its run would
+    otherwise report no training loss at all."""
+    loss = trainer.callback_metrics.get("train_loss")
+    if loss is not None:
+        return float(loss)
+    metrics = read_metrics(out)
+    if "train_loss" not in metrics:
+        return None
+    logged = metrics["train_loss"].dropna()
+    return None if logged.empty else float(logged.iloc[-1])
 
 
 def _device_name(trainer: L.Trainer) -> str:
