@@ -52,7 +52,9 @@ with tarfile.open(target, "w:gz") as tar:
             tar.add(path, arcname=str(Path("sweep") / path.relative_to(sweep)))
     for name in finished:
         for path in sorted((sweep / "runs" / name).rglob("*")):
-            if path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and "checkpoints" not in path.parts:
+            # rows.json: the run's rows, already in results.csv (packing it again would only grow the checkout)
+            if (path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and "checkpoints" not in path.parts
+                    and path.name != "rows.json"):
                 tar.add(path, arcname=str(Path("sweep") / path.relative_to(sweep)))
 print(f"packed {len(finished)} finished run(s) into {target}")
 # unfinished runs: how far they got (their last logged step), so a call whose runs do not finish still measures speed
