@@ -303,6 +303,7 @@ def _rows_overlap(a: pd.Series, b: pd.Series, metric: str) -> bool:
 
 
 def _single_seed(a: pd.Series, b: pd.Series) -> bool:
+    """Whether either of two cells ran one seed only (its own spread unknown)."""
     return "seeds" in a and min(int(a["seeds"]), int(b["seeds"])) < 2
 
 
@@ -447,8 +448,7 @@ def mix_points(stats: pd.DataFrame, decoding: str) -> list[dict[str, str]]:
                 if noise:
                     measured += f" ({noise})"
                 points.append({"point": f"{preset}, {metric}: a mix of {blocks} and sLSTM beats either alone",
-                               "measured": measured,
-                               "verdict": _verdict(gap, noise)})
+                               "measured": measured, "verdict": _verdict(gap, noise)})
     return points
 
 

@@ -612,9 +612,9 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
 
 
 def _final_train_loss(trainer: L.Trainer, out: Path) -> float | None:
-    """The last training loss of the run: this call's, else the last one logged by an earlier call. A resumed call
-    that ends within a few steps logs none of its own (logging is every ``log_every_n_steps``), and its run would
-    otherwise report no training loss at all."""
+    """The last training loss of the run: this call's, else the last one an earlier call logged. A call that resumes
+    a run at its last step (the previous call's time budget ran out between the last step and the export) trains
+    nothing, so holds no loss of its own, and its run would otherwise report none at all."""
     loss = trainer.callback_metrics.get("train_loss")
     if loss is not None:
         return float(loss)
