@@ -13,8 +13,9 @@ only if
    as far as 15 datasets can tell; they are too few to ask for better).
 
 Every model is scored with the reference's inference settings (decoding, ``infer_nonnegative``, ``naive_blend``),
-so a candidate is judged as it would ship. Writes ``OUT/judge.md`` and ``OUT/judge.json`` and every model's
-``all_results.csv`` per span under ``OUT/spans_back_N/``.
+so a candidate is judged as it would ship. Writes ``OUT/judge.md`` and ``OUT/judge.json`` (the verdicts, then each
+candidate's MASE ratio to the reference per frequency, term and configuration: where it gains or loses) and every
+model's ``all_results.csv`` per span under ``OUT/spans_back_N/``.
 
     PYTHONPATH=. python scripts/judge_checkpoints.py runs/a/model [runs/b/model ...] --benchmark data/benchmark \
         --real-data data/device/pretrain --out OUT [--reference default] [--device cpu]
@@ -82,18 +83,26 @@ def benchmark_verdicts(scores: pd.DataFrame, candidates: list[str]) -> dict[str,
     return out
 
 
-def frequency_breakdown(scores: pd.DataFrame, candidates: list[str]) -> pd.DataFrame:
-    """Each candidate's MASE ratio to the reference per frequency (rows) and over all units (last row): geometric
-    means over the (configuration, span) units both scored. Not part of the verdict; it says where a candidate
-    gains or loses, which the pooled interval hides."""
+BREAKDOWNS = {"frequency": 1, "term": 2, "configuration": None}
+"""The groupings of :func:`ratio_breakdown`: the part of a configuration key (``dataset/FREQ/term``) each groups
+by, or None for the whole key."""
+
+
+def ratio_breakdown(scores: pd.DataFrame, candidates: list[str], by: str = "frequency") -> pd.DataFrame:
+    """Each candidate's MASE ratio to the reference per group (rows: frequency, term or configuration, as
+    :data:`BREAKDOWNS` names) and over all units (last row): geometric means over the (configuration, span) units
+    both scored. Not part of the verdict; it says where a candidate gains or loses, which the pooled interval hides
+    (a configuration of one series, such as ``yosemite_temps``, can carry a frequency alone)."""
+    part = BREAKDOWNS[by]
     keyed = scores.set_index(["model", "dataset", "spans_back"])["MASE"]
     columns = {}
     for name in candidates:
         ratio = np.log(keyed.loc[name] / keyed.loc[REFERENCE_NAME]).dropna()
         ratio = ratio[np.isfinite(ratio)]
-        frequency = ratio.index.get_level_values("dataset").str.split("/").str[1]
-        by_frequency = np.exp(ratio.groupby(frequency).mean())
-        columns[name] = pd.concat([by_frequency, pd.Series({"all": float(np.exp(ratio.mean()))})])
+        dataset = ratio.index.get_level_values("dataset")
+        groups = dataset if part is None else dataset.str.split("/").str[part]
+        by_group = np.exp(ratio.groupby(groups).mean())
+        columns[name] = pd.concat([by_group, pd.Series({"all": float(np.exp(ratio.mean()))})])
     return pd.DataFrame(columns)
 
 
@@ -141,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scores = score_spans(models, args, settings)
     bench = benchmark_verdicts(scores, names)
-    breakdown = frequency_breakdown(scores, names)
+    breakdowns = {by: ratio_breakdown(scores, names, by) for by in BREAKDOWNS}
     validation = validation_verdicts(models, args, config.naive_blend, config.infer_nonnegative)
     judged = {name: {"benchmark": bench[name], "validation": validation[name],
                      "verdict": verdict(bench[name], validation[name])} for name in names}
@@ -156,15 +165,18 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join([
         f"# Candidates against `{args.reference}`", "",
         f"Benchmark windows {', '.join(f'{s} spans back' for s in args.spans_back)} pooled, with the reference's "
-        f"inference ({' '.join(settings)}); command: `python {' '.join(sys.argv)}`.", "", *table, "",
-        "MASE ratio to the reference per frequency (geometric mean over configuration-spans; not part of the "
-        "verdict):", "",
-        *markdown_table(["frequency", *names], ([index, *(f"{value:.3f}" for value in row)]
-                                                for index, row in breakdown.iterrows())), ""])
+        f"inference ({' '.join(settings)}); command: `python {' '.join(sys.argv)}`.", "", *table, ""])
+    for by, breakdown in breakdowns.items():
+        text += "\n".join([
+            "", f"MASE ratio to the reference per {by} (geometric mean over configuration-spans; not part of the "
+            "verdict):", "",
+            *markdown_table([by, *names], ([index, *(f"{value:.3f}" for value in row)]
+                                           for index, row in breakdown.iterrows())), ""])
     (args.out / "judge.md").write_text(text)
     (args.out / "judge.json").write_text(json.dumps({"reference": args.reference, "settings": settings,
                                                      "spans_back": list(args.spans_back), "candidates": judged,
-                                                     "mase_ratio_by_frequency": breakdown.to_dict()},
+                                                     **{f"mase_ratio_by_{by}": breakdown.to_dict()
+                                                        for by, breakdown in breakdowns.items()}},
                                                     indent=2) + "\n")
     print(text)
     return 0

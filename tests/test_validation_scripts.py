@@ -186,6 +186,9 @@ def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_n
     assert "| same | 4 | 1.0000 [1.0000, 1.0000]" in printed and "**does not ship**" in printed
     by_frequency = json.loads((tmp_path / "judge" / "judge.json").read_text())["mase_ratio_by_frequency"]
     assert by_frequency["same"] == {"D": 1.0, "H": 1.0, "all": 1.0} and by_frequency["other"]["all"] != 1.0
+    by_configuration = json.loads((tmp_path / "judge" / "judge.json").read_text())["mase_ratio_by_configuration"]
+    assert by_configuration["same"] == {"m4_daily/D/short": 1.0, "m4_hourly/H/short": 1.0, "all": 1.0}
+    assert "MASE ratio to the reference per term" in printed and "| m4_daily/D/short | 1.000 |" in printed
     refused = _call("judge_checkpoints.py", str(tmp_path / "other" / "model"), "--spans-back", "1,2", "--benchmark",
                     str(tmp_path / "bench"), "--real-data", str(corpus), "--out", str(tmp_path / "z"))
     assert refused.returncode == 2 and "1 is the test windows" in refused.stderr
@@ -201,16 +204,23 @@ def _judge_checkpoints():
     return judge_checkpoints
 
 
-def test_judge_frequency_breakdown_is_a_geometric_mean_of_ratios_per_frequency():
-    frequency_breakdown = _judge_checkpoints().frequency_breakdown
-    units = [("a/H/short", 2), ("a/H/short", 3), ("b/D/long", 2)]
+def test_judge_breakdowns_are_geometric_means_of_ratios_per_frequency_term_and_configuration():
+    ratio_breakdown = _judge_checkpoints().ratio_breakdown
+    units = [("a/H/short", 2), ("a/H/short", 3), ("b/D/long", 2), ("c/H/long", 2)]
     scores = pd.DataFrame(
         [("reference", dataset, spans, 1.0) for dataset, spans in units]
-        + [("x", "a/H/short", 2, 2.0), ("x", "a/H/short", 3, 8.0), ("x", "b/D/long", 2, 0.25)],
+        + [("x", "a/H/short", 2, 2.0), ("x", "a/H/short", 3, 8.0), ("x", "b/D/long", 2, 0.25),
+           ("x", "c/H/long", 2, 1.0)],
         columns=["model", "dataset", "spans_back", "MASE"])
-    breakdown = frequency_breakdown(scores, ["x"])["x"]
-    assert breakdown["H"] == pytest.approx(4.0) and breakdown["D"] == pytest.approx(0.25)
-    assert breakdown["all"] == pytest.approx((2.0 * 8.0 * 0.25) ** (1 / 3))
+    overall = (2.0 * 8.0 * 0.25 * 1.0) ** (1 / 4)
+    by_frequency = ratio_breakdown(scores, ["x"], "frequency")["x"]
+    assert by_frequency["H"] == pytest.approx((2.0 * 8.0 * 1.0) ** (1 / 3))
+    assert by_frequency["D"] == pytest.approx(0.25) and by_frequency["all"] == pytest.approx(overall)
+    by_term = ratio_breakdown(scores, ["x"], "term")["x"]
+    assert by_term["short"] == pytest.approx(4.0) and by_term["long"] == pytest.approx(0.5)
+    by_configuration = ratio_breakdown(scores, ["x"], "configuration")["x"]
+    assert by_configuration["a/H/short"] == pytest.approx(4.0) and by_configuration["c/H/long"] == pytest.approx(1.0)
+    assert by_configuration["all"] == pytest.approx(overall)
 
 
 def test_judge_verdict_needs_both_benchmark_intervals_below_1_and_the_held_out_one_not_lying_above_1():
