@@ -20,12 +20,18 @@ from pathlib import Path
 
 import torch
 
+from tsfm.backbones.registry import parse_backbone_spec
+from tsfm.cli import split_specs
 from tsfm.kernels.ops import reference_kernels
 from tsfm.model import Forecaster
 from tsfm.presets import preset_config
 
 SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transformer")
-TRITON_SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]")
+
+
+def has_triton_ops(spec: str) -> bool:
+    """Every backbone but the Transformer (PyTorch's SDPA) runs its sequence mixer on our Triton kernels."""
+    return parse_backbone_spec(spec)[0] != "transformer"
 
 
 def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_size: int, context_length: int,
@@ -76,17 +82,18 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true", help="also time the PyTorch reference ops")
     parser.add_argument("--compile", action="store_true", help="also time under torch.compile")
     parser.add_argument("--presets", default="10M,80M")
-    parser.add_argument("--specs", default=",".join(SPECS), help="backbones to time, comma-separated")
+    parser.add_argument("--specs", default=",".join(SPECS),
+                        help="backbones to time, comma-separated (commas inside brackets stay: xlstm[3:1,conv])")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     args = parser.parse_args()
     rows = []
     for preset in args.presets.split(","):
-        for spec in args.specs.split(","):
-            variants = [(spec not in TRITON_SPECS, False)]
-            if args.reference and spec in TRITON_SPECS:
+        for spec in split_specs(args.specs):
+            variants = [(not has_triton_ops(spec), False)]
+            if args.reference and has_triton_ops(spec):
                 variants.append((True, False))
             if args.compile:
-                variants.append((spec not in TRITON_SPECS, True))
+                variants.append((not has_triton_ops(spec), True))
             for reference, compile in variants:
                 try:
                     row = time_training(spec, preset, reference=reference, steps=args.steps,

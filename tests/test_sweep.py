@@ -180,7 +180,8 @@ def test_sweep_runs_get_the_devices_and_bad_splits_fail_before_compute(tmp_path)
                           recipes={"1M": Recipe(batch_size=8, learning_rate=1e-3, tokens=8 * 10 * 6)},
                           model_changes=TINY, devices=2)
     _, train_config = _configs(SweepRun("mamba2", "1M"), sweep)
-    assert train_config.devices == 2 and train_config.batch_size == 8
+    assert train_config.devices == 2 and train_config.batch_size == 8 and not train_config.compile
+    assert _configs(SweepRun("mamba2", "1M"), dataclasses.replace(sweep, compile=True))[1].compile
     with pytest.raises(SweepError, match="do not combine"):
         run_sweep(plan_runs(["mamba2"], ["1M"]), sweep, parallel=2)
     with pytest.raises(ValueError, match=r"batch_size \(8\) must be divisible by devices \(3\)"):
@@ -224,3 +225,16 @@ def test_appended_rows_leave_the_committed_rows_byte_for_byte(tmp_path):
     empty.write_text("")
     append_rows(empty, [{"run": "a", "MASE": 1.0}])
     assert empty.read_text() == "run,MASE\na,1.0\n"
+
+
+def test_cli_sweep_hands_compile_to_every_run(tmp_path, monkeypatch, capsys):
+    """``tsfm sweep --compile`` reaches the settings the runs are trained with; without it runs stay eager."""
+    import tsfm.pipelines.sweep as sweep_module
+
+    seen: list[SweepSettings] = []
+    monkeypatch.setattr(sweep_module, "run_sweep", lambda runs, settings, parallel: seen.append(settings) or [])
+    common = ["sweep", "--backbones", "mamba2", "--presets", "1M", "--out", str(tmp_path), "--benchmark",
+              str(tmp_path)]
+    assert main(common) == 0 and main([*common, "--compile"]) == 0
+    assert [settings.compile for settings in seen] == [False, True]
+    assert "finished 0 run(s)" in capsys.readouterr().out

@@ -237,6 +237,9 @@ def _command_line() -> str | None:
     arg("--read-alone-rows", action="store_true",
         help="also score every run with contexts shorter than the trained window read alone, as rows scored "
              "before the fourteenth session were (short_contexts = alone), so new runs join their tables"),
+    arg("--compile", action="store_true",
+        help="torch.compile each run's model around its sequence ops (as tsfm train --compile): faster steps, the "
+             "same recipe; a run keeps the setting it started with"),
 )
 def sweep_command(args: argparse.Namespace) -> int:
     """The runner lives in ``tsfm.pipelines.sweep``; the CLI parses, plans and hands over."""
@@ -261,7 +264,7 @@ def sweep_command(args: argparse.Namespace) -> int:
                                  max_series_length=args.max_series_length, recipes=recipes,
                                  devices=args.devices, horizon_embedding=not args.no_horizon_embedding,
                                  decodings=tuple(d.strip() for d in args.decodings.split(",") if d.strip()),
-                                 read_alone_rows=args.read_alone_rows)
+                                 read_alone_rows=args.read_alone_rows, compile=args.compile)
         finished = run_sweep(runs, settings, parallel=args.parallel)
     except (SweepError, ValueError) as err:
         raise CommandError(str(err)) from None

@@ -133,6 +133,7 @@ class SweepSettings:
     configs: list[str] | None = None  # score on these benchmark configurations only (default: all)
     read_alone_rows: bool = False  # also the rows of short contexts read alone (READ_ALONE), as before session 14
     devices: int = 1  # data-parallel devices per run (TrainConfig.devices; the recipe's batch stays global)
+    compile: bool = False  # torch.compile each run's loss (TrainConfig.compile): the same math, faster steps
 
 
 def _configs(run: SweepRun, settings: SweepSettings) -> tuple[Any, Any]:
@@ -150,7 +151,7 @@ def _configs(run: SweepRun, settings: SweepSettings) -> tuple[Any, Any]:
         warmup_steps=min(recipe.warmup_steps, max(1, steps // 10)), context_length=settings.context_length,
         synthetic_share=settings.synthetic_share, seed=run.seed, val_every=max(1, steps // 8),
         checkpoint_every=max(1, steps // 8), max_minutes=settings.max_minutes,
-        precision="bf16-mixed" if _cuda() else "32-true", devices=settings.devices,
+        precision="bf16-mixed" if _cuda() else "32-true", devices=settings.devices, compile=settings.compile,
     )
     return model_config, train_config
 
