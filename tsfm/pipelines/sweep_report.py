@@ -631,7 +631,8 @@ def plot_scaling(stats: pd.DataFrame, decoding: str, path: Path, colours: dict[s
         ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))  # "0.85" reads better than "8.5 x 10^-1"
         ax.set_xlabel("parameters")
         ax.set_ylabel(f"normalised {metric} (geometric mean)")
-        ax.set_title(f"{metric}, {decoding} decoding")
+        base = decoding.removesuffix(READ_ALONE)  # "masked decoding, short contexts read alone"
+        ax.set_title(f"{metric}, {base} decoding{decoding[len(base):]}")
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
