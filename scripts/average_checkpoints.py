@@ -18,7 +18,6 @@ from pathlib import Path
 import torch
 
 from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path, save_model
-from tsfm.config import INFERENCE_FIELDS
 from tsfm.model import Forecaster
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -40,9 +39,7 @@ def average_models(models: list[Forecaster], weights: list[float]) -> Forecaster
         raise ValueError(f"--weights must be non-negative and not all zero, got {weights}")
     first = models[0].config
     for index, model in enumerate(models[1:], start=2):
-        if not first.same_network(model.config):  # members may differ in inference settings (the first's are kept)
-            ours, theirs = first.to_dict(), model.config.to_dict()
-            differ = sorted(k for k in ours if k not in INFERENCE_FIELDS and ours[k] != theirs[k])
+        if differ := first.network_differences(model.config):  # inference settings may differ (the first's kept)
             raise ValueError(f"checkpoint {index} has another architecture than the first ({', '.join(differ)})")
     total = sum(weights)
     states = [model.state_dict() for model in models]

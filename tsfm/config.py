@@ -152,7 +152,13 @@ class ModelConfig:
 
     def same_network(self, other: ModelConfig) -> bool:
         """Whether ``other`` describes the same network (weights, state): equal but for :data:`INFERENCE_FIELDS`."""
-        return self.replace(**{name: getattr(other, name) for name in INFERENCE_FIELDS}) == other
+        return not self.network_differences(other)
+
+    def network_differences(self, other: ModelConfig) -> list[str]:
+        """The fields, outside :data:`INFERENCE_FIELDS`, in which ``other`` differs (sorted; empty: the same
+        network), for errors that say why two checkpoints cannot be combined."""
+        ours, theirs = self.to_dict(), other.to_dict()
+        return sorted(name for name in ours if name not in INFERENCE_FIELDS and ours[name] != theirs[name])
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -443,9 +443,13 @@ class GiftEvalDataset:
     def check_horizon(self, spans_back: int = 1) -> None:
         """Raise :class:`SeriesTooShortError` unless every series keeps history before its test windows (or before the
         windows ``spans_back`` test spans from its end: :meth:`rolling_windows`), without building any window."""
+        self._check_lengths(self._windows_offset(spans_back))
+
+    def _windows_offset(self, spans_back: int) -> int:
+        """Steps cut from each series' end by the windows ``spans_back`` test spans back."""
         if spans_back < 1:
             raise ValueError(f"spans_back must be at least 1 (1: the test windows), got {spans_back}")
-        self._check_lengths(spans_back * self.prediction_length * self.windows)
+        return spans_back * self.prediction_length * self.windows
 
     def _check_lengths(self, offset: int) -> None:
         """Every series must be longer than ``offset``, the steps the requested windows cut from its end (the test
@@ -506,8 +510,9 @@ class GiftEvalDataset:
         """
         from gluonts.dataset.split import split
 
-        self.check_horizon(spans_back)
-        _, template = split(self.gluonts_dataset, offset=-spans_back * self.prediction_length * self.windows)
+        offset = self._windows_offset(spans_back)
+        self._check_lengths(offset)
+        _, template = split(self.gluonts_dataset, offset=-offset)
         return template.generate_instances(
             prediction_length=self.prediction_length, windows=self.windows, distance=self.prediction_length
         )
