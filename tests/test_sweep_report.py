@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -357,6 +358,35 @@ def test_the_claim_is_judged_on_the_convolution_xlstm_apart_where_it_ran(tmp_pat
     row = next(line for line in conv.splitlines() if line.startswith("| 10M, MASE: `xlstm[3:1,conv]` leads (masked)"))
     assert "leader `xlstm[3:1,conv]`" in row and "best rival trails `xlstm[3:1,conv]` by 16.7%" in row
     assert "**agrees**" in row
+
+
+def test_breakdown_skips_a_preset_that_scored_one_backbone(tmp_path: Path) -> None:
+    """A half-done 80M (one backbone) would make the breakdown one line; it stays at 10M, which compares three, and
+    the scores tables still show 80M."""
+    rows = sweep_rows()
+    rows += [{**row, "run": run_name("mamba2", "80M", 0), "preset": "80M", "parameters": 8.0e7}
+             for row in rows if row["run"] == run_name("mamba2", "10M", 0)]
+    text = write_sweep_report(write_sweep(tmp_path / "sweep", rows), tmp_path / "out")[0].read_text()
+    assert "#### masked, preset 10M" in text and "#### masked, preset 80M" not in text
+    assert "| backbone | 1M | 10M | 80M |" in text
+    only_one = [row for row in rows if row["preset"] == "1M" and row["backbone"] == "gdn"]
+    text = write_sweep_report(write_sweep(tmp_path / "alone", only_one), tmp_path / "alone_out")[0].read_text()
+    assert "#### masked, preset 1M" in text  # no preset compares two: the largest there is
+
+
+def test_speed_section_says_which_runs_were_compiled(tmp_path: Path) -> None:
+    """The compiled column comes from each run's provenance; a run without one beside the CSV reads "-"."""
+    csv = write_sweep(tmp_path / "sweep", logs=False)
+    for name, flag in ((run_name("mamba2", "10M", 0), True), (run_name("gdn", "10M", 0), False)):
+        folder = tmp_path / "sweep" / "runs" / name
+        folder.mkdir(parents=True)
+        (folder / "provenance.json").write_text(json.dumps({"train_config": {"compile": flag}}))
+    speed = section(write_sweep_report(csv, tmp_path / "out")[0].read_text(), "## Training speed", "## Sources")
+    assert "| run | device | tokens seen | train seconds | tokens per s | compiled |" in speed
+    lines = {line.split(" | ")[0].strip("| `"): line.rstrip(" |").rsplit(" | ", 1)[1]
+             for line in speed.splitlines() if line.startswith("| `")}
+    assert lines[run_name("mamba2", "10M", 0)] == "yes" and lines[run_name("gdn", "10M", 0)] == "no"
+    assert lines[run_name("xlstm[3:1]", "1M", 0)] == "-"
 
 
 def test_speed_section_sums_each_run_training_time_once(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@
 - per decoding, the normalised geometric-mean MASE and CRPS per backbone x preset (mean over seeds, with the
   min-max range over seeds when there are several);
 - the budget rule beside the tokens each backbone saw (per parameter) and its training and validation loss;
-- per-frequency and per-term breakdowns at the largest preset;
+- per-frequency and per-term breakdowns at the largest preset that compares backbones;
 - training and validation loss curves and tokens/s per run (when ``runs/`` lies beside the CSV);
 - the seed study's claim (DESIGN §6) set beside the numbers, point by point, and the likely reasons written by hand
   in ``READING.md`` beside the CSV;
@@ -21,6 +21,7 @@ canvas, never pyplot, so callers' figures and backends are left alone.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -237,10 +238,20 @@ def scores_section(stats: pd.DataFrame, decoding: str, presets: Sequence[str]) -
     return lines
 
 
+def breakdown_preset(rows: pd.DataFrame, presets: Sequence[str]) -> str:
+    """The largest preset where two or more backbones were scored (the largest of all where none compares two).
+
+    A breakdown is read across backbones: a preset whose grid is half done (one row of three) would show one line.
+    """
+    scored = [p for p in presets if p in set(rows["preset"])]
+    compared = [p for p in scored if rows.loc[rows["preset"] == p, "backbone"].nunique() > 1]
+    return (compared or scored)[-1]
+
+
 def breakdown_section(frame: pd.DataFrame, decoding: str, presets: Sequence[str]) -> list[str]:
-    """Per-frequency and per-term tables at the largest preset of this decoding."""
+    """Per-frequency and per-term tables at the breakdown preset of this decoding (``breakdown_preset``)."""
     rows_here = frame[frame["decoding"] == decoding]
-    largest = [p for p in presets if p in set(rows_here["preset"])][-1]
+    largest = breakdown_preset(rows_here, presets)
     rows_here = rows_here[rows_here["preset"] == largest]
     lines = [f"#### {decoding}, preset {largest}", ""]
     for part, label in (("freq", "frequency"), ("term", "term")):
@@ -559,22 +570,35 @@ def _mean_and_range(values: pd.Series) -> str:
     return text if len(values) == 1 else f"{text} ({values.min():.4f}-{values.max():.4f})"
 
 
-def speed_section(frame: pd.DataFrame) -> list[str]:
-    """Tokens/s per run: one row per run (every row of a run repeats the same training figures)."""
+def compiled(runs: Path | None, name: str) -> str:
+    """Whether a run trained under torch.compile (its provenance's ``train_config.compile``): "yes", "no", or "-"
+    where the run's provenance is not beside the CSV. The same math either way; it changes tokens/s."""
+    path = runs / name / "provenance.json" if runs is not None else None
+    if path is None or not path.is_file():
+        return "-"
+    return "yes" if json.loads(path.read_text()).get("train_config", {}).get("compile") else "no"
+
+
+def speed_section(frame: pd.DataFrame, runs: Path | None = None) -> list[str]:
+    """Tokens/s per run: one row per run (every row of a run repeats the same training figures), and whether it was
+    compiled (read from ``runs``)."""
     columns = [c for c in ("device", "tokens_seen", "train_seconds", "tokens_per_s") if c in frame.columns]
     if not columns:
         return []
     per_run = frame.drop_duplicates("run").sort_values(["preset", "backbone", "seed"], key=_preset_sort_key)
     rows = []
     for _, row in per_run.iterrows():
-        rows.append([f"`{row['run']}`", *(_format_value(row[c]) for c in columns)])
-    lines = ["## Training speed", "", *markdown_table(["run", *[c.replace("_", " ") for c in columns]], rows), ""]
+        rows.append([f"`{row['run']}`", *(_format_value(row[c]) for c in columns), compiled(runs, row["run"])])
+    header = ["run", *[c.replace("_", " ") for c in columns], "compiled"]
+    lines = ["## Training speed", "", *markdown_table(header, rows), ""]
     if "train_seconds" in per_run:
         seconds = per_run["train_seconds"].astype(float)
         lines += [f"Training time summed over the {seconds.notna().sum()} runs: {seconds.sum():,.0f} s "
                   f"({seconds.sum() / 60:,.1f} minutes). Runs that shared a GPU side by side overlap in it, so the "
                   "device time they took is less; scoring and the machines' start are not in it (each device call's "
-                  "wall and device time: `benchmarks/results/*/README.md`).", ""]
+                  "wall and device time: `benchmarks/results/*/README.md`).",
+                  "A compiled run (`tsfm sweep --compile`) computes the same loss with faster steps: compare tokens/s "
+                  "between runs compiled alike.", ""]
     return lines
 
 
@@ -704,7 +728,7 @@ def write_sweep_report(results_csv: str | os.PathLike[str], out_dir: str | os.Pa
         lines += [f"![scaling, {decoding}]({png.name})", ""]
 
     lines += budget_section(frame, presets)
-    lines += ["## Per frequency and per term (largest preset)", "",
+    lines += ["## Per frequency and per term (largest preset that compares backbones)", "",
               "Geometric means over the configurations of each frequency (config key `dataset/FREQ/term`) or term, "
               "rows of all seeds pooled.", ""]
     for decoding in decodings:
@@ -713,7 +737,7 @@ def write_sweep_report(results_csv: str | os.PathLike[str], out_dir: str | os.Pa
     lines += claim_section(stats, decodings, presets)
     lines += reading_section(results_csv)
     lines += training_section(frame, results_csv, out, name, colours, written)
-    lines += speed_section(frame)
+    lines += speed_section(frame, runs_folder(results_csv))
     lines += sources_section(frame, results_csv, decodings, command)
 
     report = out / f"{name}.md"
