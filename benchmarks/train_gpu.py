@@ -1,12 +1,14 @@
 """End-to-end training speed on a GPU: optimizer steps per second of the full Forecaster, Triton vs reference ops.
 
-For each backbone at the 10M and 80M presets: bf16 autocast, AdamW, a batch of 256 windows (context 512, horizon
-128 = the default training shape, so 16 context tokens + 3 masked future tokens), random-walk data (speed does not
-depend on values). The recurrent backbones run twice: with our Triton kernels and with the PyTorch reference ops
-(``tsfm.kernels.ops.reference_kernels``); the Transformer uses PyTorch's SDPA and runs once.
-Prints a table last and writes ``train_gpu.md`` / ``train_gpu.jsonl`` under ``--out``.
+For each backbone at each preset (default 10M and 80M): bf16 autocast, fused AdamW, a batch of ``--batch-size``
+windows (default 256) of ``--context-length`` steps (default 2,048) and ``--horizon-patches`` masked future patches
+(default 24), random-walk data (speed does not depend on values). The recurrent backbones run on our Triton kernels;
+``--reference`` also times the PyTorch reference ops (``tsfm.kernels.ops.reference_kernels``), ``--compile`` the
+step under ``torch.compile`` (our ops stay opaque to it); the Transformer runs PyTorch's SDPA (``ops`` reads
+``sdpa``). Prints a table last and writes ``train_gpu.md`` / ``train_gpu.jsonl`` under ``--out`` (the JSONL row by
+row, so a call cut short keeps what it measured).
 
-    PYTHONUNBUFFERED=1 python -m benchmarks.train_gpu [--steps 20] [--specs xlstm[3:1],mamba2] [--out $OUT]
+    PYTHONUNBUFFERED=1 python -m benchmarks.train_gpu [--steps 20] [--specs xlstm[3:1],mamba2] [--compile] [--out $OUT]
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ SPECS = ("xlstm[3:1]", "xlstm[1:0]", "mamba2", "gdn", "gdn[neg_eigval]", "transf
 def has_triton_ops(spec: str) -> bool:
     """Every backbone but the Transformer (PyTorch's SDPA) runs its sequence mixer on our Triton kernels."""
     return parse_backbone_spec(spec)[0] != "transformer"
+
+
+def ops_label(spec: str, reference: bool, compile: bool) -> str:
+    """What runs the sequence mixer (our Triton kernels, their PyTorch reference, or the Transformer's SDPA), and
+    whether the rest of the step was compiled."""
+    ops = "sdpa" if not has_triton_ops(spec) else "reference" if reference else "triton"
+    return ops + (" + compile" if compile else "")
 
 
 def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_size: int, context_length: int,
@@ -65,8 +74,7 @@ def time_training(spec: str, preset: str, *, reference: bool, steps: int, batch_
             loss = step()
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    ops = "reference" if reference else "triton"
-    return {"spec": spec, "preset": preset, "ops": ops + (" + compile" if compile else ""),
+    return {"spec": spec, "preset": preset, "ops": ops_label(spec, reference, compile),
             "params": model.num_parameters(), "batch_size": batch_size, "context_length": context_length,
             "horizon_patches": horizon_patches, "steps_per_s": steps / seconds, "ms_per_step": 1e3 * seconds / steps,
             "windows_per_s": steps * batch_size / seconds, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
@@ -100,7 +108,7 @@ def main() -> None:
                                         batch_size=args.batch_size, context_length=args.context_length,
                                         horizon_patches=args.horizon_patches, compile=compile)
                 except Exception as err:  # a failing backbone must not hide the others' numbers
-                    row = {"spec": spec, "preset": preset, "ops": "reference" if reference else "triton",
+                    row = {"spec": spec, "preset": preset, "ops": ops_label(spec, reference, compile),
                            "error": f"{type(err).__name__}: {str(err)[:200]}"}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
