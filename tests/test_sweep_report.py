@@ -395,3 +395,23 @@ def test_speed_section_sums_each_run_training_time_once(tmp_path: Path) -> None:
     text = write_sweep_report(write_sweep(tmp_path / "sweep", logs=False), tmp_path / "out")[0].read_text()
     speed = section(text, "## Training speed", "## Sources")
     assert "Training time summed over the 9 runs: 540 s (9.0 minutes)" in speed
+
+
+def test_the_committed_sweep_report_is_what_the_committed_rows_and_reading_make(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reports/sweep.md`` regenerated from ``reports/sweep/results.csv`` (and ``READING.md`` beside it) is the
+    committed text, but for the command line that names the output folder: a row merged or a reading written without
+    running ``tsfm report --sweep`` again leaves a stale report, which this catches."""
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / "reports" / "sweep" / "results.csv").is_file():
+        pytest.skip("no committed sweep results (reports/sweep/results.csv)")
+    monkeypatch.chdir(repo)  # the report names the runs folder as given, relative to the checkout
+    assert main(["report", "--sweep", "reports/sweep/results.csv", "--out", str(tmp_path)]) == 0
+
+    def without_command(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("- command: ")]
+
+    regenerated = without_command((tmp_path / "sweep.md").read_text())
+    committed = without_command((repo / "reports" / "sweep.md").read_text())
+    assert regenerated == committed, "reports/sweep.md is stale: run `tsfm report --sweep reports/sweep/results.csv " \
+                                     "--out reports`"
