@@ -251,9 +251,9 @@ def breakdown_preset(rows: pd.DataFrame, presets: Sequence[str]) -> str:
 def breakdown_section(frame: pd.DataFrame, decoding: str, presets: Sequence[str]) -> list[str]:
     """Per-frequency and per-term tables at the breakdown preset of this decoding (``breakdown_preset``)."""
     rows_here = frame[frame["decoding"] == decoding]
-    largest = breakdown_preset(rows_here, presets)
-    rows_here = rows_here[rows_here["preset"] == largest]
-    lines = [f"#### {decoding}, preset {largest}", ""]
+    preset = breakdown_preset(rows_here, presets)
+    rows_here = rows_here[rows_here["preset"] == preset]
+    lines = [f"#### {decoding}, preset {preset}", ""]
     for part, label in (("freq", "frequency"), ("term", "term")):
         table = breakdown(rows_here, part)
         values = sorted(table[part].unique(), key=_term_key if part == "term" else str)
