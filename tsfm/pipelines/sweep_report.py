@@ -398,19 +398,22 @@ def _lead_point(here: pd.DataFrame, preset: str, metric: str, backbone: str,
 
 
 def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str, backbone: str) -> dict[str, str]:
-    """The gap at the largest preset against the smallest; the claim expects it to narrow at 80M."""
+    """The gap at 80M against the preset before it: the claim has the xLSTM lead from 1M to 40M "with the gap
+    narrowing at 80M", so it agrees where the xLSTM still leads at 80M by less than at the last preset before. Every
+    preset's gap is listed."""
     point = f"{metric}: the gap narrows at {CLAIM_NARROW_PRESET}"
     gaps = {p: claim_gap(cells[cells["preset"] == p], metric, backbone) for p in presets}
     gaps = {p: g for p, g in gaps.items() if g is not None}
     if len(gaps) < 2:
         return {"point": point, "measured": "fewer than two presets with both sides", "verdict": "not measured"}
-    small, large = next(iter(gaps)), list(gaps)[-1]
-    measured = (f"gap {gaps[small]:+.1%} at {small}, {gaps[large]:+.1%} at {large} "
+    measured = (f"gap {', '.join(f'{g:+.1%} at {p}' for p, g in gaps.items())} "
                 f"(best rival / `{backbone}` - 1)")
+    large = list(gaps)[-1]
     if large != CLAIM_NARROW_PRESET:
         return {"point": point, "measured": measured + f"; largest preset here is {large}",
                 "verdict": "not measured"}
-    narrows = 0 < gaps[large] < gaps[small]
+    before = list(gaps)[-2]
+    narrows = 0 < gaps[large] < gaps[before]
     return {"point": point, "measured": measured, "verdict": "agrees" if narrows else "differs"}
 
 
