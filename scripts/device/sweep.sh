@@ -4,6 +4,10 @@
 #
 #   PARALLEL=4 MINUTES=8 bash scripts/device/sweep.sh --backbones 'xlstm[3:1],mamba2,gdn' --presets 1M,3M,10M
 #   PARALLEL=1 MINUTES=7.6 bash scripts/device/sweep.sh --backbones 'xlstm[3:1]' --presets 40M --read-alone-rows
+#   PARALLEL=1 MINUTES=7.6 bash scripts/device/sweep.sh --backbones mamba2 --presets 80M --read-alone-rows --compile
+#
+# --compile (from 80M on): the same loss, 1.7-2.0x faster steps at 80M on an H100 (benchmarks/results/
+# gpu-2026-12-06-session30); not worth its start-up (tens of seconds per run) for runs of a minute or less (1M, 3M).
 #
 # --read-alone-rows (every run from 40M on) also scores short contexts read alone, as the 1M-10M rows were scored.
 #
