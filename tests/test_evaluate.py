@@ -40,7 +40,12 @@ from tsfm.pipelines.evaluate import (
     summarise,
     with_inference,
 )
-from tsfm.pipelines.predictor import QUANTILE_LEVELS, TsfmPredictor
+from tsfm.pipelines.predictor import (
+    QUANTILE_LEVELS,
+    LevelIndexedQuantileForecast,
+    TsfmPredictor,
+    make_quantile_forecast,
+)
 
 KEYS = ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9"]
 
@@ -129,6 +134,23 @@ def test_adapter_returns_quantile_forecasts(tiny_model_dir: Path) -> None:
         assert forecast.forecast_array.shape == (10, 12)
         np.testing.assert_allclose(forecast.quantile("0.9"), q[:, -1], rtol=1e-6)
         np.testing.assert_array_equal(forecast.mean, forecast.quantile("0.5"))
+
+
+def test_level_indexed_forecast_answers_as_gluonts_quantile_forecast_does() -> None:
+    """The adapter's forecasts look their own levels up in a dict (gluonts re-parses its keys on every call); every
+    answer is gluonts' own: the held levels as floats or strings, a level between two (interpolated), the tails and
+    "p90"."""
+    rng = np.random.default_rng(0)
+    quantiles = np.sort(rng.normal(size=(6, 9)), axis=1)  # [H, Q]
+    entry = {"item_id": "a", "start": pd.Period("2020-01-01", freq="D"), "target": rng.normal(size=20)}
+    ours = make_quantile_forecast(quantiles, QUANTILE_LEVELS, entry)
+    plain = QuantileForecast(ours.forecast_array, ours.start_date, ours.forecast_keys, item_id="a")
+    assert type(ours) is LevelIndexedQuantileForecast and isinstance(ours, QuantileForecast)
+    for level in [*QUANTILE_LEVELS, *KEYS, "0.10", 0.15, 0.05, 0.95, "p90", "p25"]:
+        np.testing.assert_array_equal(ours.quantile(level), plain.quantile(level), err_msg=repr(level))
+    for name in ("mean", "median", "0.3", 0.7):
+        np.testing.assert_array_equal(ours[name], plain[name], err_msg=repr(name))
+    assert ours.quantile(0.3) is ours.quantile("0.3")  # held: the stored row, not a copy
 
 
 def test_adapter_handles_all_nan_context_and_rejects_multivariate(tiny_model_dir: Path) -> None:
