@@ -618,3 +618,19 @@ def test_init_from_may_move_the_scaling_centre(tmp_path, capsys):
                  *flags]) == 2
     assert "scale_loc_steps must be a positive integer" in capsys.readouterr().err
     assert not (tmp_path / "n").exists()
+
+
+def test_the_log_has_the_run_s_training_seconds_across_calls(tmp_path):
+    """``metrics.csv`` carries the run's accumulated training seconds at each logged step, counting on from where an
+    earlier call stopped (so a slow stretch, compiling or checkpointing, can be found in the log)."""
+    common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_run(steps=10), run, callbacks=[_StopAt(5)], **common)
+    first_call = read_metrics(run).dropna(subset=["train_seconds"])
+    train(tiny_model(), tiny_run(steps=10), run, **common)
+    seconds = read_metrics(run).dropna(subset=["train_seconds"]).set_index("step")["train_seconds"]
+    assert list(seconds.index) == list(range(10))
+    assert (seconds.diff().dropna() > 0).all()  # grows step by step, across the two calls too
+    assert seconds.loc[first_call["step"].max()] == pytest.approx(first_call["train_seconds"].iloc[-1])
+    provenance = json.loads((run / "provenance.json").read_text())
+    assert provenance["train_seconds"] >= seconds.iloc[-1] - 0.05  # the run's total, taken after the last step

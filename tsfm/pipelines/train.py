@@ -337,7 +337,12 @@ class PretrainModule(L.LightningModule):
 
 class _ResumePoint(L.Callback):
     """``last.ckpt`` every ``every`` steps and when training stops (step budget, time budget or interrupt), plus the
-    run's accumulated training seconds, so a run spread over several calls knows its total cost."""
+    run's accumulated training seconds, so a run spread over several calls knows its total cost.
+
+    The seconds are also logged beside the training loss (``train_seconds`` in ``metrics.csv``, at the steps the loss
+    is logged, taken as the step ends and before a checkpoint it writes): where a run's time went, compiling the
+    first steps, checkpoints, validation, shows as the steps between two logged rows that took longer than the rest.
+    """
 
     def __init__(self, path: Path, every: int) -> None:
         self.path, self.every = path, every
@@ -357,6 +362,7 @@ class _ResumePoint(L.Callback):
         self.started = time.monotonic()
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
+        module.log("train_seconds", self.elapsed(), on_step=True, on_epoch=False, rank_zero_only=True)
         if trainer.global_step % self.every == 0:
             trainer.save_checkpoint(self.path)
 
