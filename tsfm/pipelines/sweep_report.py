@@ -288,27 +288,36 @@ def _claim_sides(cells: pd.DataFrame, backbone: str = CLAIM_BACKBONE) -> tuple[p
     return cells[cells["backbone"] == backbone], cells[cells["backbone"].map(is_rival)]
 
 
-def claim_gap(cells: pd.DataFrame, metric: str, backbone: str = CLAIM_BACKBONE) -> float | None:
-    """How far the best rival trails the claimed xLSTM: ``best rival / xlstm - 1`` (positive: xLSTM leads); None if
-    either is missing."""
+def _claim_pair(cells: pd.DataFrame, metric: str, backbone: str) -> tuple[pd.Series, pd.Series] | None:
+    """The claimed xLSTM's cell and the best rival's on ``metric``; None if either is missing."""
     ours, rivals = _claim_sides(cells, backbone)
     if ours.empty or rivals.empty:
         return None
-    return float(rivals[metric].min() / ours[metric].iloc[0] - 1)
+    return ours.iloc[0], rivals.loc[rivals[metric].idxmin()]
+
+
+def _pair_gap(pair: tuple[pd.Series, pd.Series], metric: str) -> float:
+    ours, rival = pair
+    return float(rival[metric] / ours[metric] - 1)
+
+
+def claim_gap(cells: pd.DataFrame, metric: str, backbone: str = CLAIM_BACKBONE) -> float | None:
+    """How far the best rival trails the claimed xLSTM: ``best rival / xlstm - 1`` (positive: xLSTM leads); None if
+    either is missing."""
+    pair = _claim_pair(cells, metric, backbone)
+    return None if pair is None else _pair_gap(pair, metric)
 
 
 def seed_ranges_overlap(cells: pd.DataFrame, metric: str, backbone: str = CLAIM_BACKBONE) -> bool:
     """Whether the claimed xLSTM's min-max range over seeds overlaps the best rival's: then the lead is within seed
     noise and the verdict should be read with that caveat (only judged where both have several seeds)."""
-    ours, rivals = _claim_sides(cells, backbone)
-    if ours.empty or rivals.empty or f"{metric}_min" not in cells:
-        return False
-    return _rows_overlap(ours.iloc[0], rivals.loc[rivals[metric].idxmin()], metric)
+    pair = _claim_pair(cells, metric, backbone)
+    return pair is not None and _rows_overlap(*pair, metric)
 
 
 def _rows_overlap(a: pd.Series, b: pd.Series, metric: str) -> bool:
     """Whether two cells, each run with several seeds, have overlapping min-max ranges."""
-    if f"{metric}_min" not in a or min(int(a["seeds"]), int(b["seeds"])) < 2:
+    if f"{metric}_min" not in a or _single_seed(a, b):
         return False
     return bool(a[f"{metric}_min"] <= b[f"{metric}_max"] and b[f"{metric}_min"] <= a[f"{metric}_max"])
 
@@ -381,15 +390,14 @@ def _lead_point(here: pd.DataFrame, preset: str, metric: str, backbone: str,
     if here.empty:
         return {"point": point, "measured": "no run at this preset", "verdict": "not measured"}
     best, score = leader(here, metric)
-    gap = claim_gap(here, metric, backbone)
+    pair = _claim_pair(here, metric, backbone)
     measured = f"leader `{best}` ({score:.3f})"
-    if gap is None:
+    if pair is None:
         return {"point": point, "measured": measured + f"; `{backbone}` or its rivals not run",
                 "verdict": "not measured"}
+    gap = _pair_gap(pair, metric)
     measured += f"; best rival {'trails' if gap > 0 else 'leads'} `{backbone}` by {abs(gap):.1%}"
-    ours, rivals = _claim_sides(here, backbone)
-    ours, rival = ours.iloc[0], rivals.loc[rivals[metric].idxmin()]
-    noise = _noise_note(gap, _rows_overlap(ours, rival, metric), spread, _single_seed(ours, rival))
+    noise = _noise_note(gap, _rows_overlap(*pair, metric), spread, _single_seed(*pair))
     if noise:
         measured += f" ({noise})"
     if preset not in (*CLAIM_LEAD_PRESETS, CLAIM_NARROW_PRESET):
