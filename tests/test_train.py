@@ -634,3 +634,21 @@ def test_the_log_has_the_run_s_training_seconds_across_calls(tmp_path):
     assert seconds.loc[first_call["step"].max()] == pytest.approx(first_call["train_seconds"].iloc[-1])
     provenance = json.loads((run / "provenance.json").read_text())
     assert provenance["train_seconds"] >= seconds.iloc[-1] - 0.05  # the run's total, taken after the last step
+
+
+@pytest.mark.parametrize("flags, cuda, compiled", [
+    ([], False, False),  # a CPU run: its start-up would cost more than a short run gains
+    ([], True, True),  # a GPU run compiles unless told not to
+    (["--no-compile"], True, False),
+    (["--compile"], False, True),
+    (["--accelerator", "cpu"], True, False),  # a GPU present but not used: the CPU default
+])
+def test_tsfm_train_compiles_by_default_on_a_gpu_only(tmp_path, monkeypatch, capsys, flags, cuda, compiled):
+    import tsfm.pipelines.train as train_module
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(train_module, "train", lambda model, config, out, **_: seen.append(config) or out)
+    assert main(["train", "--out", str(tmp_path / "m"), "--steps", "2", *flags]) == 0
+    assert [config.compile for config in seen] == [compiled]
+    capsys.readouterr()

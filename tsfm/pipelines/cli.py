@@ -82,7 +82,9 @@ if TYPE_CHECKING:
     arg("--devices", type=int, default=1,
         help="devices trained data-parallel (Lightning DDP, one process each); --batch-size stays the global batch "
              "and must be divisible by N; a run may be resumed on another N (default: 1)"),
-    arg("--compile", action="store_true", help="torch.compile the model"),
+    arg("--compile", action=argparse.BooleanOptionalAction, default=None,
+        help="torch.compile the loss around the sequence ops (the same math; 1.7-2.0x faster steps at 80M on an "
+             "H100, 2x at 10M, after a start-up of tens of seconds); default: on when training on a GPU"),
     arg("--teacher", default=None, metavar="MODEL",
         help="distil from this checkpoint (a built-in name or a folder): the loss also matches its quantiles on "
              "every training window (same patch size and levels; one teacher forward per step)"),
@@ -114,7 +116,7 @@ def train_command(args: argparse.Namespace) -> int:
             synthetic_share=share, mixup_prob=args.mixup_prob, full_context_prob=args.full_context_prob,
             pool_size=args.pool_size, prior_mix=_prior_mix(args.prior_mix), seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
-            max_minutes=args.max_minutes, compile=args.compile, devices=args.devices,
+            max_minutes=args.max_minutes, compile=gpu if args.compile is None else args.compile, devices=args.devices,
             grown_lr_scale=args.grown_lr_scale, teacher=args.teacher,
             distill_weight=0.5 if args.distill_weight is None else args.distill_weight,
         )
