@@ -370,15 +370,21 @@ def test_the_claim_is_judged_on_the_convolution_xlstm_apart_where_it_ran(tmp_pat
     assert "**agrees**" in row
 
 
-def test_breakdown_skips_a_preset_that_scored_one_backbone(tmp_path: Path) -> None:
-    """A half-done 80M (one backbone) would make the breakdown one line; it stays at 10M, which compares three, and
-    the scores tables still show 80M."""
+def test_breakdown_skips_a_preset_that_compares_no_rival(tmp_path: Path) -> None:
+    """A half-done 80M (one backbone, or xLSTM's variants only) would compare no mixers; the breakdown stays at 10M,
+    which compares three, and the scores tables still show 80M."""
     rows = sweep_rows()
     rows += [{**row, "run": run_name("mamba2", "80M", 0), "preset": "80M", "parameters": 8.0e7}
              for row in rows if row["run"] == run_name("mamba2", "10M", 0)]
     text = write_sweep_report(write_sweep(tmp_path / "sweep", rows), tmp_path / "out")[0].read_text()
     assert "#### masked, preset 10M" in text and "#### masked, preset 80M" not in text
     assert "| backbone | 1M | 10M | 80M |" in text
+    variants = [{**row, "run": run_name(name, "80M", 0), "backbone": name, "preset": "80M", "parameters": 8.0e7}
+                for row in rows if row["run"] == run_name("xlstm[3:1]", "10M", 0)
+                for name in ("xlstm[3:1]", "xlstm[3:1,conv]")]  # two backbones of one family: no rival compared
+    text = write_sweep_report(write_sweep(tmp_path / "variants", sweep_rows() + variants),
+                              tmp_path / "variants_out")[0].read_text()
+    assert "#### masked, preset 10M" in text and "#### masked, preset 80M" not in text
     only_one = [row for row in rows if row["preset"] == "1M" and row["backbone"] == "gdn"]
     text = write_sweep_report(write_sweep(tmp_path / "alone", only_one), tmp_path / "alone_out")[0].read_text()
     assert "#### masked, preset 1M" in text  # no preset compares two: the largest there is

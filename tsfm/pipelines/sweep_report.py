@@ -239,12 +239,14 @@ def scores_section(stats: pd.DataFrame, decoding: str, presets: Sequence[str]) -
 
 
 def breakdown_preset(rows: pd.DataFrame, presets: Sequence[str]) -> str:
-    """The largest preset where two or more backbones were scored (the largest of all where none compares two).
+    """The largest preset where two or more mixer families were scored (the largest of all where none compares two).
 
-    A breakdown is read across backbones: a preset whose grid is half done (one row of three) would show one line.
+    A breakdown is read across mixers: a preset whose grid is half done (one row of three) would show one line, and
+    one where only xLSTM's variants were scored (``xlstm[3:1]`` beside ``xlstm[3:1,conv]``) compares no rival.
     """
     scored = [p for p in presets if p in set(rows["preset"])]
-    compared = [p for p in scored if rows.loc[rows["preset"] == p, "backbone"].nunique() > 1]
+    families = rows["backbone"].str.partition("[")[0]  # xlstm[3:1,conv] -> xlstm
+    compared = [p for p in scored if families[rows["preset"] == p].nunique() > 1]
     return (compared or scored)[-1]
 
 
