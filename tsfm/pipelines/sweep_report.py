@@ -6,7 +6,7 @@
 - per decoding, the normalised geometric-mean MASE and CRPS per backbone x preset (mean over seeds, with the
   min-max range over seeds when there are several);
 - the budget rule beside the tokens each backbone saw (per parameter) and its training and validation loss;
-- per-frequency and per-term breakdowns at the largest preset that compares backbones;
+- per-frequency and per-term breakdowns at the largest preset that compares mixer families;
 - training and validation loss curves and tokens/s per run (when ``runs/`` lies beside the CSV);
 - the seed study's claim (DESIGN §6) set beside the numbers, point by point, and the likely reasons written by hand
   in ``READING.md`` beside the CSV;
@@ -741,7 +741,7 @@ def write_sweep_report(results_csv: str | os.PathLike[str], out_dir: str | os.Pa
         lines += [f"![scaling, {decoding}]({png.name})", ""]
 
     lines += budget_section(frame, presets)
-    lines += ["## Per frequency and per term (largest preset that compares backbones)", "",
+    lines += ["## Per frequency and per term (largest preset that compares mixer families)", "",
               "Geometric means over the configurations of each frequency (config key `dataset/FREQ/term`) or term, "
               "rows of all seeds pooled.", ""]
     for decoding in decodings:
