@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from tsfm.cli import main
 from tsfm.pipelines.data.build import build_benchmark
 from tsfm.pipelines.data.gift_format import write_dataset
 from tsfm.pipelines.data.paths import raw_dir
+from tsfm.pipelines.evaluate import select_configs
 from tsfm.pipelines.sweep import (
     READ_ALONE,
     SHORT_CONTEXTS,
@@ -32,6 +34,7 @@ from tsfm.pipelines.sweep import (
     append_rows,
     plan_runs,
     run_sweep,
+    score_checkpoint,
 )
 from tsfm.pipelines.train import train
 
@@ -238,3 +241,14 @@ def test_cli_sweep_hands_compile_to_every_run(tmp_path, monkeypatch, capsys):
     assert main(common) == 0 and main([*common, "--compile"]) == 0
     assert [settings.compile for settings in seen] == [False, True]
     assert "finished 0 run(s)" in capsys.readouterr().out
+
+
+def test_scoring_with_a_metric_pool_writes_the_same_rows(benchmark, tmp_path):
+    """Metrics computed in worker processes (the GPU machine's path) give the rows of the one-process path, in the
+    configurations' order (m4_hourly's and ili's, one per worker)."""
+    build_benchmark(tmp_path, datasets=["m4_hourly", "ili"], progress=False)  # raw data checked by `benchmark`
+    alone = score_checkpoint("small", "small", tmp_path, NORMALISER)
+    pooled = score_checkpoint("small", "small", tmp_path, NORMALISER, workers=2)
+    assert len(alone) == len(select_configs(tmp_path, None)) == 2
+    assert pooled == alone
+    assert all(math.isfinite(row["MASE_normalised"]) for row in alone)

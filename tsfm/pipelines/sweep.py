@@ -234,7 +234,8 @@ def train_and_score(run: SweepRun, settings: SweepSettings, *, progress: bool = 
         scored = run_dir / f"model-{decoding}"
         if not scored.exists():
             with_inference(model_path, scored, decoding=decoding)
-        padded = score_checkpoint(scored, run.name, settings.benchmark, settings.normaliser, configs=settings.configs)
+        padded = score_checkpoint(scored, run.name, settings.benchmark, settings.normaliser, configs=settings.configs,
+                                  workers=_score_workers())
         rows += [{"decoding": decoding, "short_contexts": SHORT_CONTEXTS, **row} for row in padded]
         if settings.read_alone_rows:
             rows += [{"decoding": decoding, "short_contexts": READ_ALONE, **row}
@@ -270,40 +271,71 @@ def _score_read_alone(model_path: Path, folder: Path, decoding: str, padded: lis
     if not folder.exists():
         with_inference(model_path, folder, decoding=decoding, pad_short_contexts=False)
     alone = {row["dataset"]: row for row in score_checkpoint(folder, name, settings.benchmark, settings.normaliser,
-                                                             configs=short)}
+                                                             configs=short, workers=_score_workers())}
     return [dict(alone.get(row["dataset"], row)) for row in padded]
 
 
 def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, normaliser: Path, *,
                      configs: Sequence[str] | None = None, device: str | None = None,
-                     batch_size: int = 512) -> list[dict[str, Any]]:
+                     batch_size: int = 512, workers: int = 1) -> list[dict[str, Any]]:
     """GIFT-Eval rows of a checkpoint on every configuration of ``benchmark``, each with its MASE and CRPS divided
     by the Seasonal-Naive row of ``normaliser`` (a committed ``all_results.csv``: Seasonal Naive is deterministic,
-    so its rows need not be recomputed where statsforecast is not installed, e.g. the GPU machine)."""
+    so its rows need not be recomputed where statsforecast is not installed, e.g. the GPU machine).
+
+    ``workers`` above 1 computes each configuration's metrics (gluonts, on one CPU core) in a pool of that many
+    processes while this one makes the next configuration's forecasts: on a GPU machine the metrics are more than
+    half of a pass (``benchmarks/results/gpu-2026-12-06-session31``). The rows are the same either way.
+    """
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from multiprocessing import get_context
+
     import pandas as pd
 
     from tsfm.pipelines.data.gift_eval import GiftEvalDataset
-    from tsfm.pipelines.evaluate import (
-        CRPS,
-        MASE,
-        eval_model,
-        evaluate_predictor,
-        read_results,
-        result_row,
-        select_configs,
-    )
+    from tsfm.pipelines.evaluate import CRPS, MASE, eval_model, read_results, result_row, select_configs
 
     runner = eval_model(str(model), batch_size=batch_size, device=device or ("cuda" if _cuda() else "cpu"))
     base = read_results(normaliser).drop_duplicates("dataset", keep="last").set_index("dataset")
+    # spawn: a forked child would inherit this process's CUDA context and torch threads
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else None
+    scored: list[tuple[GiftEvalDataset, Future[dict[str, float]] | dict[str, float]]] = []
+    try:
+        for dataset, term in select_configs(benchmark, configs):
+            ds = GiftEvalDataset.per_variate(dataset, term, root=benchmark)
+            forecasts = runner.make_predictor(ds).predict(ds.rolling_windows(1).input)
+            scored.append((ds, _metrics(forecasts, dataset, term, benchmark) if pool is None else
+                           pool.submit(_metrics, list(forecasts), dataset, term, benchmark)))
+        results = [(ds, metrics if isinstance(metrics, dict) else metrics.result()) for ds, metrics in scored]
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     rows = []
-    for dataset, term in select_configs(benchmark, configs):
-        ds = GiftEvalDataset.per_variate(dataset, term, root=benchmark)
-        row = result_row(name, ds, evaluate_predictor(runner.make_predictor(ds), ds))
+    for ds, metrics in results:
+        row = result_row(name, ds, metrics)
         key = row["dataset"]
         row["MASE_normalised"] = row[MASE] / base.loc[key, MASE] if key in base.index else float("nan")
         row["CRPS_normalised"] = row[CRPS] / base.loc[key, CRPS] if key in base.index else float("nan")
         rows.append(row)
     return pd.DataFrame(rows).to_dict("records")
+
+
+def _score_workers() -> int:
+    """Metric processes for a run's scoring (``score_checkpoint``'s ``workers``): on a GPU machine, the cores this run
+    may use (its share beside side-by-side runs: ``OMP_NUM_THREADS``, as ``_child_env`` sets it) less the one making
+    forecasts, at most 8; on a CPU one, where the forecasts need every core, none beside this process."""
+    if not _cuda():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    share = int(os.environ.get("OMP_NUM_THREADS") or cores)
+    return max(1, min(8, share - 1))
+
+
+def _metrics(forecasts: Any, dataset: str, term: str, benchmark: Path) -> dict[str, float]:
+    """GIFT-Eval's metrics of one configuration's test-window forecasts (in a pool's worker, or in this process)."""
+    from tsfm.pipelines.data.gift_eval import GiftEvalDataset
+    from tsfm.pipelines.evaluate import evaluate_forecasts
+
+    return evaluate_forecasts(forecasts, GiftEvalDataset.per_variate(dataset, term, root=benchmark))
 
 
 def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:

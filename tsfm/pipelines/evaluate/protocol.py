@@ -8,7 +8,7 @@ predictor is scored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -117,11 +117,25 @@ def evaluate_predictor(
         ... # doctest: +SKIP
         1.1932101877276544
     """
-    from gluonts.model import evaluate_model
+    test_data = dataset.rolling_windows(spans_back)
+    # gluonts' evaluate_model is this: the predictor's (lazy) forecasts handed to evaluate_forecasts
+    return evaluate_forecasts(predictor.predict(test_data.input), dataset, spans_back=spans_back, progress=progress,
+                              desc=desc)
+
+
+def evaluate_forecasts(forecasts: Iterable[Any], dataset: GiftEvalDataset, *, spans_back: int = 1,
+                       progress: bool = False, desc: str = "") -> dict[str, float]:
+    """Score forecasts already made for one configuration's windows (``spans_back`` as in :func:`evaluate_predictor`,
+    in the order of ``dataset.rolling_windows(spans_back).input``) with GIFT-Eval's arguments.
+
+    Apart from :func:`evaluate_predictor` so that the metrics (gluonts on one CPU core, more than half of a pass on a
+    GPU machine) can run in another process than the forecasts (``tsfm.pipelines.sweep.score_checkpoint``).
+    """
+    from gluonts.model.evaluation import evaluate_forecasts as gluonts_evaluate_forecasts
 
     with _gluonts_progress(desc or dataset.config_key, progress):
-        frame = evaluate_model(
-            predictor,
+        frame = gluonts_evaluate_forecasts(
+            forecasts,
             test_data=dataset.rolling_windows(spans_back),
             metrics=gift_eval_metrics(),
             axis=None,
