@@ -325,8 +325,7 @@ def _score_workers() -> int:
     forecasts, at most 8; on a CPU one, where the forecasts need every core, none beside this process."""
     if not _cuda():
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    share = int(os.environ.get("OMP_NUM_THREADS") or cores)
+    share = int(os.environ.get("OMP_NUM_THREADS") or _host_cores())
     return max(1, min(8, share - 1))
 
 
@@ -382,8 +381,12 @@ def _child_env(parallel: int) -> dict[str, str]:
     """The environment of a side-by-side run: the host's cores shared out (``OMP_NUM_THREADS``, unless the caller set
     it), since each of ``parallel`` processes would otherwise start one CPU thread per core for its host-side work
     (scoring, metrics) and oversubscribe the host N-fold."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return {"OMP_NUM_THREADS": str(max(1, cores // max(1, parallel))), **os.environ}
+    return {"OMP_NUM_THREADS": str(max(1, _host_cores() // max(1, parallel))), **os.environ}
+
+
+def _host_cores() -> int:
+    """The cores this process may run on (its affinity where the platform tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _settings_from(payload: dict[str, Any]) -> SweepSettings:
