@@ -292,7 +292,15 @@ def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, 
     import pandas as pd
 
     from tsfm.pipelines.data.gift_eval import GiftEvalDataset
-    from tsfm.pipelines.evaluate import CRPS, MASE, eval_model, read_results, result_row, select_configs
+    from tsfm.pipelines.evaluate import (
+        CRPS,
+        MASE,
+        eval_model,
+        evaluate_forecasts,
+        read_results,
+        result_row,
+        select_configs,
+    )
 
     runner = eval_model(str(model), batch_size=batch_size, device=device or ("cuda" if _cuda() else "cpu"))
     base = read_results(normaliser).drop_duplicates("dataset", keep="last").set_index("dataset")
@@ -303,8 +311,10 @@ def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, 
         for dataset, term in select_configs(benchmark, configs):
             ds = GiftEvalDataset.per_variate(dataset, term, root=benchmark)
             forecasts = runner.make_predictor(ds).predict(ds.rolling_windows(1).input)
-            scored.append((ds, _metrics(forecasts, dataset, term, benchmark) if pool is None else
-                           pool.submit(_metrics, list(forecasts), dataset, term, benchmark)))
+            if pool is None:
+                scored.append((ds, evaluate_forecasts(forecasts, ds)))
+            else:  # the worker reads the configuration itself: a dataset object is not sent across
+                scored.append((ds, pool.submit(_metrics_in_worker, list(forecasts), dataset, term, benchmark)))
         results = [(ds, metrics if isinstance(metrics, dict) else metrics.result()) for ds, metrics in scored]
     finally:
         if pool is not None:
@@ -329,8 +339,8 @@ def _score_workers() -> int:
     return max(1, min(8, share - 1))
 
 
-def _metrics(forecasts: Any, dataset: str, term: str, benchmark: Path) -> dict[str, float]:
-    """GIFT-Eval's metrics of one configuration's test-window forecasts (in a pool's worker, or in this process)."""
+def _metrics_in_worker(forecasts: Any, dataset: str, term: str, benchmark: Path) -> dict[str, float]:
+    """GIFT-Eval's metrics of one configuration's test-window forecasts, in a scoring pool's worker."""
     from tsfm.pipelines.data.gift_eval import GiftEvalDataset
     from tsfm.pipelines.evaluate import evaluate_forecasts
 

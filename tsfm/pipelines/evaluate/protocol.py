@@ -119,8 +119,7 @@ def evaluate_predictor(
     """
     test_data = dataset.rolling_windows(spans_back)
     # gluonts' evaluate_model is this: the predictor's (lazy) forecasts handed to evaluate_forecasts
-    return evaluate_forecasts(predictor.predict(test_data.input), dataset, spans_back=spans_back, progress=progress,
-                              desc=desc)
+    return _score(predictor.predict(test_data.input), test_data, dataset, progress=progress, desc=desc)
 
 
 def evaluate_forecasts(forecasts: Iterable[Any], dataset: GiftEvalDataset, *, spans_back: int = 1,
@@ -131,12 +130,18 @@ def evaluate_forecasts(forecasts: Iterable[Any], dataset: GiftEvalDataset, *, sp
     Apart from :func:`evaluate_predictor` so that the metrics (gluonts on one CPU core, more than half of a pass on a
     GPU machine) can run in another process than the forecasts (``tsfm.pipelines.sweep.score_checkpoint``).
     """
+    return _score(forecasts, dataset.rolling_windows(spans_back), dataset, progress=progress, desc=desc)
+
+
+def _score(forecasts: Iterable[Any], test_data: Any, dataset: GiftEvalDataset, *, progress: bool,
+           desc: str) -> dict[str, float]:
+    """gluonts' ``evaluate_forecasts`` with GIFT-Eval's arguments on windows already cut (``test_data``)."""
     from gluonts.model.evaluation import evaluate_forecasts as gluonts_evaluate_forecasts
 
     with _gluonts_progress(desc or dataset.config_key, progress):
         frame = gluonts_evaluate_forecasts(
             forecasts,
-            test_data=dataset.rolling_windows(spans_back),
+            test_data=test_data,
             metrics=gift_eval_metrics(),
             axis=None,
             batch_size=512,
