@@ -202,8 +202,8 @@ def test_scaling_plot_ticks_are_round_and_cover_the_scores(low: float, high: flo
 
 def test_claim_gap_narrowing_at_80M_is_judged_from_the_numbers() -> None:
     def stats(gap_80m: float) -> pd.DataFrame:
-        rows = [("xlstm[3:1]", "1M", 0.80), ("mamba2", "1M", 0.90), ("xlstm[3:1]", "80M", 0.70),
-                ("mamba2", "80M", 0.70 * (1 + gap_80m))]
+        rows = [("xlstm[3:1]", "1M", 0.80), ("mamba2", "1M", 0.90), ("gdn", "1M", 0.95), ("xlstm[3:1]", "80M", 0.70),
+                ("mamba2", "80M", 0.70 * (1 + gap_80m)), ("gdn", "80M", 0.80)]
         return pd.DataFrame([{"decoding": "masked", "backbone": b, "preset": p, "MASE": v, "CRPS": v, "seeds": 1}
                              for b, p, v in rows])
 
@@ -222,13 +222,36 @@ def test_claim_gap_narrowing_at_80M_is_judged_from_the_numbers() -> None:
     staged = pd.concat([stats(0.08).query("preset != '1M'"), pd.DataFrame([
         {"decoding": "masked", "backbone": b, "preset": p, "MASE": v, "CRPS": v, "seeds": 1}
         for b, p, v in (("xlstm[3:1]", "1M", 0.80), ("mamba2", "1M", 0.84), ("xlstm[3:1]", "40M", 0.75),
-                        ("mamba2", "40M", 0.825))])])
+                        ("mamba2", "40M", 0.825), ("gdn", "40M", 0.90))])])
     gap = next(p for p in claim_points(staged, "masked", ["1M", "40M", "80M"])
                if p["point"] == "MASE: the gap narrows at 80M")
     assert gap["verdict"] == "agrees", gap
     assert "+5.0% at 1M, +10.0% at 40M, +8.0% at 80M" in gap["measured"]
     only_mamba = stats(0.05).query("backbone == 'mamba2'")
     assert {p["verdict"] for p in claim_points(only_mamba, "masked", ["1M", "80M"])} == {"not measured"}
+
+
+def test_a_lead_is_not_granted_before_both_rivals_ran() -> None:
+    """The claim has the xLSTM lead Mamba-2 *and* Gated DeltaNet: with one of them not run at a preset, a lead over
+    the other is no verdict yet, while a loss to it already is."""
+    def stats(mamba_80m: float) -> pd.DataFrame:
+        rows = [("xlstm[3:1]", "40M", 0.80), ("mamba2", "40M", 0.90), ("gdn", "40M", 0.88),
+                ("xlstm[3:1]", "80M", 0.70), ("mamba2", "80M", mamba_80m)]
+        return pd.DataFrame([{"decoding": "masked", "backbone": b, "preset": p, "MASE": v, "CRPS": v, "seeds": 1}
+                             for b, p, v in rows])
+
+    def points(mamba_80m: float) -> dict[str, dict[str, str]]:
+        return {p["point"]: p for p in claim_points(stats(mamba_80m), "masked", ["40M", "80M"])}
+
+    ahead = points(0.72)  # xLSTM leads mamba2 by 2.9% at 80M, narrower than 10% at 40M: gdn could still lead it
+    lead, gap = ahead["80M, MASE: `xlstm[3:1]` leads, by a narrower gap"], ahead["MASE: the gap narrows at 80M"]
+    assert lead["verdict"] == "not measured" and "`gdn` not run at this preset" in lead["measured"]
+    assert gap["verdict"] == "not measured" and "`gdn` not run at 80M" in gap["measured"]
+    assert ahead["40M, MASE: `xlstm[3:1]` leads"]["verdict"] == "agrees"
+    behind = points(0.65)  # mamba2 leads: the claim already differs, whatever gdn does
+    assert behind["80M, MASE: `xlstm[3:1]` leads, by a narrower gap"]["verdict"] == "differs"
+    assert behind["MASE: the gap narrows at 80M"]["verdict"] == "differs"
+    assert "not run" not in behind["MASE: the gap narrows at 80M"]["measured"]
 
 
 def test_csv_without_decoding_is_masked_only_and_runs_folder_is_optional(tmp_path: Path) -> None:
@@ -331,8 +354,8 @@ def test_a_single_seed_gap_smaller_than_the_typical_seed_spread_is_judged_noise(
     """At 1M two seeds each put 4% between a backbone's best and worst run; at 40M one seed each: a 2% gap is within
     that spread, a 10% gap is not."""
     def stats(gap_40m: float) -> pd.DataFrame:
-        rows = [("xlstm[3:1]", "1M", 0.80, 2), ("mamba2", "1M", 0.90, 2), ("xlstm[3:1]", "40M", 0.70, 1),
-                ("mamba2", "40M", 0.70 * (1 + gap_40m), 1)]
+        rows = [("xlstm[3:1]", "1M", 0.80, 2), ("mamba2", "1M", 0.90, 2), ("gdn", "1M", 0.95, 2),
+                ("xlstm[3:1]", "40M", 0.70, 1), ("mamba2", "40M", 0.70 * (1 + gap_40m), 1), ("gdn", "40M", 0.85, 1)]
         return pd.DataFrame([{"decoding": "masked", "backbone": b, "preset": p, "seeds": n,
                               **{f"{m}{suffix}": v * factor for m in ("MASE", "CRPS")
                                  for suffix, factor in (("", 1.0), ("_min", 0.98), ("_max", 1.02))}}

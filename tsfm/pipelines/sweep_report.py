@@ -280,9 +280,25 @@ def _term_key(term: str) -> tuple[int, str]:
 # ------------------------------------------------------------------------------------------------------------- claim
 
 
+RIVAL_FAMILIES: tuple[str, ...] = ("mamba2", "gdn")
+
+
+def rival_family(backbone: str) -> str | None:
+    """Which rival the claim names a backbone is: ``mamba2`` (Mamba-2), ``gdn`` (Gated DeltaNet, any variant), or
+    None for every other backbone."""
+    return "mamba2" if backbone == "mamba2" else "gdn" if backbone.startswith("gdn") else None
+
+
 def is_rival(backbone: str) -> bool:
     """The backbones the claim names: Mamba-2 and Gated DeltaNet (any ``gdn`` variant)."""
-    return backbone == "mamba2" or backbone.startswith("gdn")
+    return rival_family(backbone) is not None
+
+
+def missing_rivals(cells: pd.DataFrame) -> list[str]:
+    """The rivals the claim names that have no cell here: the claim has the xLSTM lead both, so until both ran
+    only a verdict against it ("differs") is final."""
+    present = {rival_family(b) for b in cells["backbone"]}
+    return [family for family in RIVAL_FAMILIES if family not in present]
 
 
 def _claim_sides(cells: pd.DataFrame, backbone: str = CLAIM_BACKBONE) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -404,7 +420,16 @@ def _lead_point(here: pd.DataFrame, preset: str, metric: str, backbone: str,
         measured += f" ({noise})"
     if preset not in (*CLAIM_LEAD_PRESETS, CLAIM_NARROW_PRESET):
         return {"point": point, "measured": measured, "verdict": "not measured"}
-    return {"point": point, "measured": measured, "verdict": _verdict(gap, noise)}
+    verdict = _verdict(gap, noise)
+    missing = missing_rivals(here)
+    if missing and verdict != "differs":
+        return {"point": point, "measured": measured + f"; {_not_run(missing)} at this preset",
+                "verdict": "not measured"}
+    return {"point": point, "measured": measured, "verdict": verdict}
+
+
+def _not_run(families: Sequence[str]) -> str:
+    return " and ".join(f"`{family}`" for family in families) + " not run"
 
 
 def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str, backbone: str) -> dict[str, str]:
@@ -423,6 +448,12 @@ def _gap_point(cells: pd.DataFrame, presets: Sequence[str], metric: str, backbon
         return {"point": point, "measured": measured + f"; largest preset here is {large}",
                 "verdict": "not measured"}
     before = list(gaps)[-2]
+    missing = missing_rivals(cells[cells["preset"] == large])
+    if missing and gaps[large] > 0:
+        # a missing rival could only shrink the lead measured here (the gap is against the best rival present), so
+        # the lead's fate is open; no lead at all against the rivals present is final
+        return {"point": point, "measured": measured + f"; {_not_run(missing)} at {large}",
+                "verdict": "not measured"}
     narrows = 0 < gaps[large] < gaps[before]
     return {"point": point, "measured": measured, "verdict": "agrees" if narrows else "differs"}
 
