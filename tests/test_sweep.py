@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import lightning as L
@@ -252,3 +253,13 @@ def test_scoring_with_a_metric_pool_writes_the_same_rows(benchmark, tmp_path):
     assert len(alone) == len(select_configs(tmp_path, None)) == 2
     assert pooled == alone
     assert all(math.isfinite(row["MASE_normalised"]) for row in alone)
+
+
+def test_a_metric_pool_that_cannot_start_is_refused_before_any_forecast(tmp_path, monkeypatch):
+    """A program read from standard input names its main file ``<stdin>``, which a spawned worker cannot re-read:
+    the pool would break after the forecasts; it is refused first, with what to do."""
+    stdin_main = types.ModuleType("__main__")
+    stdin_main.__file__ = "<stdin>"
+    monkeypatch.setitem(sys.modules, "__main__", stdin_main)
+    with pytest.raises(SweepError, match=r"'<stdin>' is not one.*workers=1"):
+        score_checkpoint("no-such-model", "x", tmp_path, NORMALISER, workers=2)

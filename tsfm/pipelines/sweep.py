@@ -302,6 +302,8 @@ def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, 
         select_configs,
     )
 
+    if workers > 1:
+        _check_spawnable_main()
     runner = eval_model(str(model), batch_size=batch_size, device=device or ("cuda" if _cuda() else "cpu"))
     base = read_results(normaliser).drop_duplicates("dataset", keep="last").set_index("dataset")
     # spawn: a forked child would inherit this process's CUDA context and torch threads
@@ -327,6 +329,18 @@ def score_checkpoint(model: str | os.PathLike[str], name: str, benchmark: Path, 
         row["CRPS_normalised"] = row[CRPS] / base.loc[key, CRPS] if key in base.index else float("nan")
         rows.append(row)
     return pd.DataFrame(rows).to_dict("records")
+
+
+def _check_spawnable_main() -> None:
+    """Refuse a metric pool that cannot start, before any forecast is made: a spawned worker re-runs the parent's
+    ``__main__`` from its file, and a program read from standard input (``python - <<EOF``) names a file that does
+    not exist (``<stdin>``), so every worker dies at start and the pool breaks only after the forecasts."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if getattr(main, "__spec__", None) is None and path is not None and not Path(path).is_file():
+        raise SweepError(f"workers > 1 starts processes that re-read this program's main file, and {path!r} is not "
+                         "one (a program read from standard input?): run it from a file or as `python -m`, or "
+                         "pass workers=1")
 
 
 def _score_workers() -> int:
