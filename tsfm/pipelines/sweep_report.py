@@ -284,8 +284,8 @@ RIVAL_FAMILIES: tuple[str, ...] = ("mamba2", "gdn")
 
 
 def rival_family(backbone: str) -> str | None:
-    """Which rival the claim names a backbone is: ``mamba2`` (Mamba-2), ``gdn`` (Gated DeltaNet, any variant), or
-    None for every other backbone."""
+    """The rival of the claim a backbone stands for: ``mamba2`` (Mamba-2), ``gdn`` (Gated DeltaNet, any variant),
+    or None for every other backbone."""
     return "mamba2" if backbone == "mamba2" else "gdn" if backbone.startswith("gdn") else None
 
 
@@ -525,7 +525,8 @@ def reading_section(results_csv: Path) -> list[str]:
 def claim_section(stats: pd.DataFrame, decodings: Sequence[str], presets: Sequence[str]) -> list[str]:
     """"Beside the seed study's claim": the claim, then a verdict table per decoding."""
     lines = ["## Beside the seed study's claim", "", CLAIM_TEXT, "",
-             "Rivals are `mamba2` and the `gdn` variants; a lead is the lower mean over seeds. "
+             "Rivals are `mamba2` and the `gdn` variants; a lead is the lower mean over seeds, and is judged only "
+             "where both rivals ran (a loss to either is judged at once). "
              "Verdicts are computed from the tables above. A gap is no evidence either way, and reads "
              f"**{NOISE_VERDICT}**, where the two sides' seed ranges overlap, or where one side ran a single seed and "
              "the gap is smaller than the typical seed spread: the median of (max - min) / mean over the cells of the "
