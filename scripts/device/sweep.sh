@@ -4,14 +4,17 @@
 #
 #   PARALLEL=4 MINUTES=8 bash scripts/device/sweep.sh --backbones 'xlstm[3:1],mamba2,gdn' --presets 1M,3M,10M
 #   PARALLEL=1 MINUTES=7.6 bash scripts/device/sweep.sh --backbones 'xlstm[3:1]' --presets 40M --read-alone-rows
-#   PARALLEL=1 MINUTES=7.6 bash scripts/device/sweep.sh --backbones mamba2 --presets 80M --read-alone-rows --compile
+#   PARALLEL=1 MINUTES=8.3 BUDGET_SECONDS=560 bash scripts/device/sweep.sh --backbones mamba2 --presets 80M \
+#       --read-alone-rows --compile        # then at once, to finish and score it on the same warm machine:
+#   RESUME_ONLY=1 PARALLEL=1 MINUTES=4 BUDGET_SECONDS=330 bash scripts/device/sweep.sh --backbones mamba2 ...
 #
 # --compile (from 80M on): the same loss, 1.7-2.0x faster steps at 80M on an H100 (benchmarks/results/
 # gpu-2026-12-06-session30); not worth its start-up (tens of seconds per run) for runs of a minute or less (1M, 3M).
 #
 # --read-alone-rows (every run from 40M on) also scores short contexts read alone, as the 1M-10M rows were scored.
 #
-# MINUTES is each run's training budget in this call; BUDGET_SECONDS (default 540) bounds the whole sweep command.
+# MINUTES is each run's training budget in this call; BUDGET_SECONDS (default 540) bounds the whole sweep command;
+# RESUME_ONLY=1 stops a call at once where no unfinished run waits on the machine (see below).
 #
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py; or gzipped in .carry by
 # scripts/device/pack_carry.sh). The sweep runs in runs/sweep on the device: runs/ is git-ignored, so a warm machine
@@ -23,9 +26,17 @@
 # are skipped. Locally: `tar xzf $FILES_AT/sweep.tgz -C reports` merges the call's finished runs into reports/sweep,
 # then `tsfm report --sweep reports/sweep/results.csv --out reports` writes the report.
 set -uo pipefail
-source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 PARALLEL=${PARALLEL:-4}; MINUTES=${MINUTES:?set MINUTES (time budget per run in this call)}
 SWEEP=${SWEEP:-runs/sweep}; BUDGET_SECONDS=${BUDGET_SECONDS:-540}
+# RESUME_ONLY=1 (the second of two chained calls): stop at once, before any set-up, unless this machine holds an
+# unfinished run to resume. A fresh machine (the warm one was released between the calls) would start the runs again
+# from zero and stop them unfinished at MINUTES: device time for nothing (the eleventh session's third call did so)
+if [ "${RESUME_ONLY:-0}" = 1 ] && ! compgen -G "$SWEEP/runs/*/checkpoints/last.ckpt" > /dev/null; then
+    echo "RESUME_ONLY=1: no unfinished run in $SWEEP on this machine (a fresh one: the warm machine was released);" \
+        "nothing trained" >&2
+    exit 3
+fi
+source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 if [ ! -f "$SWEEP/sweep.json" ] && [ -f reports/sweep/sweep.json ]; then
     mkdir -p "$SWEEP" && cp -r reports/sweep/. "$SWEEP/" && echo "seeded $SWEEP from reports/sweep"
 fi
