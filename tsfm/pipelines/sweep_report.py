@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..backbones.registry import parse_backbone_spec
 from .evaluate.aggregate import geometric_mean
 from .report import agg_figure, markdown_table
 from .sweep import BUDGET_RULE, SHORT_CONTEXTS
@@ -245,7 +246,7 @@ def breakdown_preset(rows: pd.DataFrame, presets: Sequence[str]) -> str:
     one where only xLSTM's variants were scored (``xlstm[3:1]`` beside ``xlstm[3:1,conv]``) compares no rival.
     """
     scored = [p for p in presets if p in set(rows["preset"])]
-    families = rows["backbone"].str.partition("[")[0]  # xlstm[3:1,conv] -> xlstm
+    families = rows["backbone"].map(mixer_family)
     compared = [p for p in scored if families[rows["preset"] == p].nunique() > 1]
     return (compared or scored)[-1]
 
@@ -283,10 +284,16 @@ def _term_key(term: str) -> tuple[int, str]:
 RIVAL_FAMILIES: tuple[str, ...] = ("mamba2", "gdn")
 
 
+def mixer_family(backbone: str) -> str:
+    """The registered mixer a backbone spec builds, its options dropped: ``xlstm[3:1,conv] -> xlstm``."""
+    return parse_backbone_spec(backbone)[0]
+
+
 def rival_family(backbone: str) -> str | None:
     """The rival of the claim a backbone stands for: ``mamba2`` (Mamba-2), ``gdn`` (Gated DeltaNet, any variant),
     or None for every other backbone."""
-    return "mamba2" if backbone == "mamba2" else "gdn" if backbone.startswith("gdn") else None
+    family = mixer_family(backbone)
+    return family if family in RIVAL_FAMILIES else None
 
 
 def is_rival(backbone: str) -> bool:
