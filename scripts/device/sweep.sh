@@ -13,6 +13,11 @@
 #
 # --read-alone-rows (every run from 40M on) also scores short contexts read alone, as the 1M-10M rows were scored.
 #
+#   SWEEP=runs/sweep-tokens SEED_FROM=reports/sweep-tokens PARALLEL=4 MINUTES=4.5 bash scripts/device/sweep.sh \
+#       --backbones 'xlstm[3:1],xlstm[3:1,conv],mamba2,gdn' --presets 1M --tokens 1M=48e6 --read-alone-rows
+#                                        # another token budget: its own folder, packed under its own name
+#                                        # (tar xzf $FILES_AT/sweep.tgz -C reports gives reports/sweep-tokens)
+#
 # MINUTES is each run's training budget in this call; BUDGET_SECONDS (default 540) bounds the whole sweep command;
 # RESUME_ONLY=1 stops a call at once where no unfinished run waits on the machine (see below).
 #
@@ -37,8 +42,12 @@ if [ "${RESUME_ONLY:-0}" = 1 ] && ! compgen -G "$SWEEP/runs/*/checkpoints/last.c
     exit 3
 fi
 source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
-if [ ! -f "$SWEEP/sweep.json" ] && [ -f reports/sweep/sweep.json ]; then
-    mkdir -p "$SWEEP" && cp -r reports/sweep/. "$SWEEP/" && echo "seeded $SWEEP from reports/sweep"
+# SEED_FROM: the committed copy of this sweep that a fresh machine starts from (another sweep, e.g. one with its own
+# --tokens in SWEEP=runs/sweep-tokens, names its own folder, or none yet: seeding it from the main sweep's folder
+# would make tsfm sweep refuse the folder as another sweep's)
+SEED_FROM=${SEED_FROM:-reports/sweep}
+if [ ! -f "$SWEEP/sweep.json" ] && [ -f "$SEED_FROM/sweep.json" ]; then
+    mkdir -p "$SWEEP" && cp -r "$SEED_FROM/." "$SWEEP/" && echo "seeded $SWEEP from $SEED_FROM"
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 started=$(date +%s)
@@ -64,13 +73,13 @@ for name in finished:
 with tarfile.open(target, "w:gz") as tar:
     for path in [sweep / "sweep.json", results, *sorted((sweep / "runs").glob("*.log"))]:
         if path.is_file():
-            tar.add(path, arcname=str(Path("sweep") / path.relative_to(sweep)))
+            tar.add(path, arcname=str(Path(sweep.name) / path.relative_to(sweep)))
     for name in finished:
         for path in sorted((sweep / "runs" / name).rglob("*")):
             # rows.json: the run's rows, already in results.csv (packing it again would only grow the checkout)
             if (path.is_file() and path.suffix not in {".safetensors", ".ckpt"} and "checkpoints" not in path.parts
                     and path.name != "rows.json"):
-                tar.add(path, arcname=str(Path("sweep") / path.relative_to(sweep)))
+                tar.add(path, arcname=str(Path(sweep.name) / path.relative_to(sweep)))
 print(f"packed {len(finished)} finished run(s) into {target}")
 # unfinished runs: how far they got (their last logged step), so a call whose runs do not finish still measures speed
 for run in sorted(p for p in (sweep / "runs").iterdir() if p.is_dir() and p.name not in finished):
