@@ -24,6 +24,7 @@ from tsfm.pipelines.data.paths import raw_dir
 from tsfm.pipelines.evaluate import select_configs
 from tsfm.pipelines.sweep import (
     READ_ALONE,
+    RECIPES,
     SHORT_CONTEXTS,
     Recipe,
     SweepError,
@@ -33,6 +34,7 @@ from tsfm.pipelines.sweep import (
     _configs,
     _score_read_alone,
     append_rows,
+    check_out_folder,
     plan_runs,
     run_sweep,
     score_checkpoint,
@@ -153,10 +155,39 @@ def test_bad_requests_fail_before_compute(tmp_path, corpus, benchmark):
     assert not (tmp_path / "sweep" / "runs").exists()
     with pytest.raises(SweepError, match="decodings must be some of"):
         run_sweep(plan_runs(["mamba2"], ["1M"]), dataclasses.replace(sweep, decodings=("greedy",)))
+    check_out_folder(sweep)  # the folder is this sweep's (the refused requests above did not claim it)
     other = dataclasses.replace(sweep, horizon_patches=3)
     with pytest.raises(SweepError, match="another sweep"):
         run_sweep(plan_runs(["mamba2"], ["1M"]), other)
     assert json.loads((tmp_path / "sweep" / "sweep.json").read_text())["horizon_patches"] == 2
+
+
+def test_a_folder_refuses_another_token_budget_and_a_failed_request_does_not_claim_it(tmp_path, corpus, benchmark):
+    sweep = settings(tmp_path / "sweep", corpus, benchmark)
+    too_small = dataclasses.replace(sweep, recipes={**sweep.recipes, "1M": Recipe(batch_size=8, learning_rate=1e-3,
+                                                                                   tokens=10)})
+    with pytest.raises(SweepError, match="does not fit one step"):
+        run_sweep(plan_runs(["mamba2"], ["1M"]), too_small)
+    assert not (tmp_path / "sweep").exists()  # the refused budget left no marker behind
+    check_out_folder(sweep)
+    four_times = dataclasses.replace(sweep, recipes={**sweep.recipes, "1M": Recipe(batch_size=8, learning_rate=1e-3,
+                                                                                    tokens=4 * 8 * 10 * 6)})
+    with pytest.raises(SweepError, match=r"another sweep's results \(different recipes \(1M\)\)"):
+        run_sweep(plan_runs(["mamba2"], ["1M"]), four_times)
+
+
+def test_a_marker_written_before_recipes_were_recorded_stands_for_the_recipe_table(tmp_path, corpus, benchmark):
+    sweep = dataclasses.replace(settings(tmp_path / "sweep", corpus, benchmark), recipes=dict(RECIPES))
+    check_out_folder(sweep)
+    marker = tmp_path / "sweep" / "sweep.json"
+    old = {k: v for k, v in json.loads(marker.read_text()).items() if k != "recipes"}
+    marker.write_text(json.dumps(old))
+    check_out_folder(sweep)  # the same sweep: accepted, and the marker now records the recipes
+    assert json.loads(marker.read_text())["recipes"]["1M"]["tokens"] == RECIPES["1M"].tokens
+    marker.write_text(json.dumps(old))
+    doubled = dataclasses.replace(sweep, recipes={**RECIPES, "1M": dataclasses.replace(RECIPES["1M"], tokens=24e6)})
+    with pytest.raises(SweepError, match=r"recipes \(1M\)"):
+        check_out_folder(doubled)
 
 
 def test_a_data_parallel_sweep_writes_each_row_once_and_matches_one_device(tmp_path, corpus, benchmark):

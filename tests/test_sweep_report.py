@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -15,7 +16,7 @@ pytest.importorskip("gluonts")
 
 from tsfm.cli import main
 from tsfm.pipelines.evaluate import CRPS, MASE
-from tsfm.pipelines.sweep import BUDGET_RULE, SHORT_CONTEXTS
+from tsfm.pipelines.sweep import BUDGET_RULE, RECIPES, SHORT_CONTEXTS
 from tsfm.pipelines.sweep_report import (
     READ_ALONE,
     SweepReportError,
@@ -150,6 +151,20 @@ def test_budget_section_states_the_rule_beside_tokens_per_parameter_and_losses(t
     assert xlstm_1m in budget
     assert "| 1M | `gdn` | 2 | 1.05M | 12.0M | 11.4 |" in budget
     assert "| 10M | `mamba2` | 1 | 10.00M | 12.0M | 1.2 | 100 x 256 | 0.3500 | 0.3000 |" in budget
+
+
+def test_budget_section_names_the_presets_run_off_the_recipe_table(tmp_path: Path) -> None:
+    csv_path = write_sweep(tmp_path / "sweep")
+    recipes = {preset: dataclasses.asdict(recipe) for preset, recipe in RECIPES.items()}
+    recipes["1M"]["tokens"] = 48e6
+    (csv_path.parent / "sweep.json").write_text(json.dumps({"recipes": recipes}))
+    write_sweep_report(csv_path, tmp_path / "out", name="s")
+    budget = section((tmp_path / "out" / "s.md").read_text(), "## Budget and losses", "## Per frequency")
+    assert "does not follow the recipe table" in budget and "- 1M: tokens 4.8e+07 (table: 1.2e+07)" in budget
+    assert "- 10M" not in budget
+    (csv_path.parent / "sweep.json").write_text(json.dumps({"decodings": ["masked"]}))  # before recipes were kept
+    write_sweep_report(csv_path, tmp_path / "out", name="s")
+    assert "does not follow" not in (tmp_path / "out" / "s.md").read_text()
 
 
 def test_budget_section_says_when_the_csv_predates_the_loss_columns(tmp_path: Path) -> None:
@@ -436,21 +451,30 @@ def test_speed_section_sums_each_run_training_time_once(tmp_path: Path) -> None:
     assert "Training time summed over the 9 runs: 540 s (9.0 minutes)" in speed
 
 
+COMMITTED_SWEEPS = [  # (results.csv, report name, the rest of the command that wrote the committed report)
+    ("reports/sweep/results.csv", "sweep", []),
+    ("reports/sweep-tokens/results.csv", "sweep_tokens",
+     ["--name", "sweep_tokens",
+      "--title", "sweep_tokens report: the 1M preset at four times the sweep's token budget"]),
+]
+
+
+@pytest.mark.parametrize(("results", "name", "extra"), COMMITTED_SWEEPS, ids=[n for _, n, _ in COMMITTED_SWEEPS])
 def test_the_committed_sweep_report_is_what_the_committed_rows_and_reading_make(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``reports/sweep.md`` regenerated from ``reports/sweep/results.csv`` (and ``READING.md`` beside it) is the
+        results: str, name: str, extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reports/NAME.md`` regenerated from its sweep's ``results.csv`` (and ``READING.md`` beside it) is the
     committed text, but for the command line that names the output folder: a row merged or a reading written without
     running ``tsfm report --sweep`` again leaves a stale report, which this catches."""
     repo = Path(__file__).resolve().parents[1]
-    if not (repo / "reports" / "sweep" / "results.csv").is_file():
-        pytest.skip("no committed sweep results (reports/sweep/results.csv)")
+    if not (repo / results).is_file():
+        pytest.skip(f"no committed sweep results ({results})")
     monkeypatch.chdir(repo)  # the report names the runs folder as given, relative to the checkout
-    assert main(["report", "--sweep", "reports/sweep/results.csv", "--out", str(tmp_path)]) == 0
+    assert main(["report", "--sweep", results, "--out", str(tmp_path), *extra]) == 0
 
     def without_command(text: str) -> list[str]:
         return [line for line in text.splitlines() if not line.startswith("- command: ")]
 
-    regenerated = without_command((tmp_path / "sweep.md").read_text())
-    committed = without_command((repo / "reports" / "sweep.md").read_text())
-    assert regenerated == committed, "reports/sweep.md is stale: run `tsfm report --sweep reports/sweep/results.csv " \
-                                     "--out reports`"
+    regenerated = without_command((tmp_path / f"{name}.md").read_text())
+    committed = without_command((repo / "reports" / f"{name}.md").read_text())
+    assert regenerated == committed, f"reports/{name}.md is stale: run `tsfm report --sweep {results} " \
+                                     f"--out reports {' '.join(extra)}`"

@@ -176,18 +176,31 @@ def finished_runs(settings: SweepSettings) -> set[str]:
     return set(pd.read_csv(path)["run"].astype(str))
 
 
+def _recipes_record(recipes: dict[str, Recipe]) -> dict[str, dict[str, float]]:
+    return {preset: dataclasses.asdict(recipe) for preset, recipe in sorted(recipes.items())}
+
+
 def check_out_folder(settings: SweepSettings) -> None:
-    """Refuse an output folder that holds another sweep (other data, benchmark, context or horizon)."""
+    """Refuse an output folder that holds another sweep (other data, benchmark, context, horizon or recipes).
+
+    The recipes (batch, learning rate, token budget per preset) are part of a sweep's identity: a run of another
+    budget under the same name would otherwise be skipped as finished. A ``sweep.json`` written before they were
+    recorded stands for the recipe table of its day, :data:`RECIPES`.
+    """
     marker = settings.out / "sweep.json"
     ours = {"real_data": str(settings.real_data), "benchmark": str(settings.benchmark),
             "context_length": settings.context_length, "horizon_patches": settings.horizon_patches,
             "synthetic_share": settings.synthetic_share, "horizon_embedding": settings.horizon_embedding,
-            "decodings": list(settings.decodings)}
+            "decodings": list(settings.decodings), "recipes": _recipes_record(settings.recipes)}
     if marker.is_file():
         theirs = json.loads(marker.read_text())
+        theirs.setdefault("recipes", _recipes_record(RECIPES))
         changed = sorted(k for k in ours if theirs.get(k) != ours[k])
         if changed:
-            raise SweepError(f"{settings.out} holds another sweep's results (different {', '.join(changed)}); "
+            presets = sorted(p for p in {*ours["recipes"], *theirs["recipes"]}
+                             if ours["recipes"].get(p) != theirs["recipes"].get(p))
+            named = [f"recipes ({', '.join(presets)})" if k == "recipes" else k for k in changed]
+            raise SweepError(f"{settings.out} holds another sweep's results (different {', '.join(named)}); "
                              "use a new --out")
     elif results_path(settings).is_file():
         raise SweepError(f"{settings.out} holds a results.csv that no sweep.json describes; use a new --out")
@@ -397,7 +410,7 @@ def _child_command(run: SweepRun, settings: SweepSettings) -> list[str]:
     payload = {"run": dataclasses.asdict(run), "settings": {
         **{k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(settings).items()
            if k != "recipes"},
-        "recipes": {k: dataclasses.asdict(v) for k, v in settings.recipes.items()}}}
+        "recipes": _recipes_record(settings.recipes)}}
     return [sys.executable, "-m", "tsfm.pipelines.sweep", "--one", json.dumps(payload)]
 
 
@@ -439,9 +452,9 @@ def run_sweep(runs: Sequence[SweepRun], settings: SweepSettings, *, parallel: in
     unknown = [d for d in settings.decodings if d not in DECODINGS]
     if not settings.decodings or unknown:
         raise SweepError(f"decodings must be some of {', '.join(DECODINGS)}, got {list(settings.decodings)}")
-    check_out_folder(settings)
     for run in runs:
-        _configs(run, settings)  # budget and settings errors before any compute
+        _configs(run, settings)  # budget and settings errors before any compute, and before the folder is claimed
+    check_out_folder(settings)
     done = finished_runs(settings)
     todo = [r for r in runs if r.name not in done]
     finished: list[str] = []
