@@ -77,17 +77,25 @@ def blend_two_origins(context, quantiles, median_index, how, backtest):
     return quantiles + shift[:, None, :]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def judge_arguments(description: str) -> argparse.ArgumentParser:
+    """The command line of a blend prototype (this one, and later ones that import :func:`judge_blend`)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--judge", type=Path, required=True, help="a judge_checkpoints.py output folder")
     parser.add_argument("--reference-name", required=True, help="the judged candidate with the same weights")
     parser.add_argument("--model", default="default")
     parser.add_argument("--benchmark", type=Path, required=True)
     parser.add_argument("--real-data", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    tsfm.model.blend_with_seasonal_naive = blend_two_origins
-    name = "two-origins"
+    return parser
+
+
+def main() -> None:
+    judge_blend(judge_arguments(__doc__.splitlines()[0]).parse_args(), blend_two_origins, "two-origins")
+
+
+def judge_blend(args: argparse.Namespace, blend, name: str) -> None:
+    """Score the model with ``blend`` patched in for the shipped one, paired against the judged reference."""
+    tsfm.model.blend_with_seasonal_naive = blend
     frames, reference = [], []
     for spans in (2, 3):
         judged = args.judge / f"spans_back_{spans}"
