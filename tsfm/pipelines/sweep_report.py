@@ -596,8 +596,9 @@ def recipe_changes(results_csv: Path) -> list[str]:
         if table is None or recipe == dataclasses.asdict(table):
             continue
         changed = [f"{key} {recipe[key]:g} (table: {value:g})" for key, value in dataclasses.asdict(table).items()
-                   if recipe.get(key) != value]
-        lines.append(f"- {preset}: {', '.join(changed)}")
+                   if key in recipe and recipe[key] != value]
+        if changed:
+            lines.append(f"- {preset}: {', '.join(changed)}")
     return lines
 
 
