@@ -176,25 +176,31 @@ def finished_runs(settings: SweepSettings) -> set[str]:
     return set(pd.read_csv(path)["run"].astype(str))
 
 
-def _recipes_record(recipes: dict[str, Recipe]) -> dict[str, dict[str, float]]:
+def recipes_record(recipes: dict[str, Recipe]) -> dict[str, dict[str, float]]:
+    """Recipes as ``sweep.json`` records them (and a child run receives them): per preset, the recipe's fields."""
     return {preset: dataclasses.asdict(recipe) for preset, recipe in sorted(recipes.items())}
+
+
+def recorded_recipes(marker: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The recipes a sweep's ``sweep.json`` records; one written before they were recorded stands for the recipe
+    table of its day, :data:`RECIPES`."""
+    return marker.get("recipes") or recipes_record(RECIPES)
 
 
 def check_out_folder(settings: SweepSettings) -> None:
     """Refuse an output folder that holds another sweep (other data, benchmark, context, horizon or recipes).
 
     The recipes (batch, learning rate, token budget per preset) are part of a sweep's identity: a run of another
-    budget under the same name would otherwise be skipped as finished. A ``sweep.json`` written before they were
-    recorded stands for the recipe table of its day, :data:`RECIPES`.
+    budget under the same name would otherwise be skipped as finished (:func:`recorded_recipes`).
     """
     marker = settings.out / "sweep.json"
     ours = {"real_data": str(settings.real_data), "benchmark": str(settings.benchmark),
             "context_length": settings.context_length, "horizon_patches": settings.horizon_patches,
             "synthetic_share": settings.synthetic_share, "horizon_embedding": settings.horizon_embedding,
-            "decodings": list(settings.decodings), "recipes": _recipes_record(settings.recipes)}
+            "decodings": list(settings.decodings), "recipes": recipes_record(settings.recipes)}
     if marker.is_file():
         theirs = json.loads(marker.read_text())
-        theirs.setdefault("recipes", _recipes_record(RECIPES))
+        theirs["recipes"] = recorded_recipes(theirs)
         changed = sorted(k for k in ours if theirs.get(k) != ours[k])
         if changed:
             presets = sorted(p for p in {*ours["recipes"], *theirs["recipes"]}
@@ -410,7 +416,7 @@ def _child_command(run: SweepRun, settings: SweepSettings) -> list[str]:
     payload = {"run": dataclasses.asdict(run), "settings": {
         **{k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(settings).items()
            if k != "recipes"},
-        "recipes": _recipes_record(settings.recipes)}}
+        "recipes": recipes_record(settings.recipes)}}
     return [sys.executable, "-m", "tsfm.pipelines.sweep", "--one", json.dumps(payload)]
 
 

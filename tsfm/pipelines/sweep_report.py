@@ -21,7 +21,6 @@ canvas, never pyplot, so callers' figures and backends are left alone.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -34,7 +33,7 @@ import pandas as pd
 from ..backbones.registry import parse_backbone_spec
 from .evaluate.aggregate import geometric_mean
 from .report import agg_figure, markdown_table
-from .sweep import BUDGET_RULE, RECIPES, SHORT_CONTEXTS
+from .sweep import BUDGET_RULE, RECIPES, SHORT_CONTEXTS, recipes_record, recorded_recipes
 
 __all__ = [
     "CLAIM_BACKBONE",
@@ -589,13 +588,11 @@ def recipe_changes(results_csv: Path) -> list[str]:
     run with another budget, batch or learning rate (``tsfm sweep --tokens``); none where they match or were not
     recorded (a marker older than the record stands for the table)."""
     marker = results_csv.parent / "sweep.json"
-    recorded = json.loads(marker.read_text()).get("recipes", {}) if marker.is_file() else {}
+    recorded = recorded_recipes(json.loads(marker.read_text())) if marker.is_file() else {}
+    table = recipes_record(RECIPES)
     lines = []
     for preset, recipe in sorted(recorded.items()):
-        table = RECIPES.get(preset)
-        if table is None or recipe == dataclasses.asdict(table):
-            continue
-        changed = [f"{key} {recipe[key]:g} (table: {value:g})" for key, value in dataclasses.asdict(table).items()
+        changed = [f"{key} {recipe[key]:g} (table: {value:g})" for key, value in table.get(preset, {}).items()
                    if key in recipe and recipe[key] != value]
         if changed:
             lines.append(f"- {preset}: {', '.join(changed)}")
