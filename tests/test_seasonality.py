@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tsfm import seasonality
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.scaling import ScaleParams
@@ -34,6 +35,27 @@ def test_a_daily_and_weekly_cycle_reads_as_the_day_and_a_square_wave_as_its_peri
     hourly += 0.2 * torch.randn(T, generator=g)
     square = ((t % 288) < 144).float() * 2 + 0.1 * torch.randn(T, generator=g)
     assert detect_period(torch.stack([hourly, square])).tolist() == [24, 288]
+
+
+def _days(seed: int, period: int = 288) -> torch.Tensor:
+    """A daytime peak over flat nights, each day a little higher or lower and stronger or weaker than the last (a
+    temperature sensor's week): the autocorrelation's peak at one day is broad and its top wanders."""
+    g = torch.Generator().manual_seed(seed)
+    days = T // period + 1
+    t = torch.arange(days * period, dtype=torch.float32)
+    shape = torch.exp(-((2 * math.pi * (t % period) / period - math.pi) ** 2) / 0.8)
+    amplitude = 1 + 0.15 * torch.randn(days, generator=g).repeat_interleave(period)
+    level = 0.1 * torch.randn(days, generator=g).repeat_interleave(period)
+    return (amplitude * shape + level + 0.01 * torch.randn(days * period, generator=g))[-T:]
+
+
+def test_a_wandering_daily_peak_is_read_exactly_through_its_multiples(monkeypatch):
+    """Without the refinement these days read as 289, 287 and 289 steps (a Seasonal Naive that drifts a step a day
+    out of phase); the autocorrelation at the day's multiples puts them back on 288."""
+    rows = torch.stack([_days(seed) for seed in (3, 15, 18)])
+    assert detect_period(rows).tolist() == [288, 288, 288]
+    monkeypatch.setattr(seasonality, "_refine_by_multiples", lambda period, *_: period)
+    assert detect_period(rows).tolist() == [289, 287, 289]
 
 
 def test_no_period_in_noise_a_straight_line_or_too_short_a_context():

@@ -21,6 +21,8 @@ MIN_STRENGTH = 0.3
 #: Peaks within this fraction of the strongest count as the same season; the shortest of them is taken, so a
 #: daily cycle is not read as two days.
 HARMONIC_TOLERANCE = 0.9
+#: Multiples of a candidate period whose autocorrelation refines the period (:func:`_refine_by_multiples`).
+COMB_TEETH = 8
 
 
 def detect_period(context: torch.Tensor, max_period: int | None = None) -> torch.Tensor:
@@ -29,8 +31,8 @@ def detect_period(context: torch.Tensor, max_period: int | None = None) -> torch
     The autocorrelation of the detrended, observed steps is read at every lag with at least one full period of
     overlap (missing steps excluded from both the sums and their counts). Its peaks count after it first turns
     negative; the period is the shortest peak within :data:`HARMONIC_TOLERANCE` of the strongest, if that one
-    reaches :data:`MIN_STRENGTH`. Scale-free: an affine change of the values gives the same period, so a stream's
-    fixed scale and a fitted one agree.
+    reaches :data:`MIN_STRENGTH`, then refined by the autocorrelation at its multiples. Scale-free: an affine change
+    of the values gives the same period, so a stream's fixed scale and a fitted one agree.
     """
     if context.dim() != 2:
         raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
@@ -66,7 +68,35 @@ def detect_period(context: torch.Tensor, max_period: int | None = None) -> torch
     # every multiple of a season peaks about as high, and noise decides which is highest: take the shortest
     near = peak & (acf >= HARMONIC_TOLERANCE * best)
     period = torch.where(near, lags, torch.full_like(lags, length)).min(dim=1).values
-    return torch.where(best[:, 0] >= MIN_STRENGTH, period, torch.zeros_like(period))
+    period = torch.where(best[:, 0] >= MIN_STRENGTH, period, torch.zeros_like(period))
+    return _refine_by_multiples(period, acf, enough, limit)
+
+
+def _refine_by_multiples(period: torch.Tensor, acf: torch.Tensor, enough: torch.Tensor, limit: int) -> torch.Tensor:
+    """``period [B]`` moved to the lag within ``max(1, p // 8)`` of it whose first :data:`COMB_TEETH` multiples (up
+    to ``limit``, with enough pairs) have the highest mean autocorrelation; 0 stays 0, ties keep the nearest.
+
+    A smooth cycle's autocorrelation peak is broad, and day-to-day changes move its top: on a 5-minute temperature
+    sensor the peak read 277-287 for a 288-step day, so Seasonal Naive built on it drifted out of phase by a step or
+    more per period over a long horizon (``benchmarks/RESULTS.md``, thirty-fourth session). A wrong period misses
+    its ``k``-th multiple ``k`` times as far, so the multiples together are a sharper estimate.
+    """
+    reach = max(1, int(period.max()) // 8)
+    # offsets nearest first, so that the first maximum is the nearest of equal scores
+    offsets = torch.arange(2 * reach + 1, device=period.device)
+    offsets = torch.where(offsets % 2 == 1, (offsets + 1) // 2, -(offsets // 2))
+    candidate = period[:, None] + offsets[None]  # [B, C]
+    allowed = (offsets[None].abs() <= (period[:, None] // 8).clamp(min=1)) & (candidate >= MIN_PERIOD) \
+        & (candidate <= limit) & (period[:, None] > 0)
+    teeth = torch.arange(1, COMB_TEETH + 1, device=period.device)
+    lag = candidate[:, :, None] * teeth[None, None]  # [B, C, K]
+    index = lag.clamp(0, limit).flatten(1)
+    usable = (lag <= limit) & torch.gather(enough, 1, index).view_as(lag)
+    values = torch.gather(acf, 1, index).view_as(lag)
+    score = torch.where(usable, values, 0.0).sum(2) / usable.sum(2).clamp(min=1)
+    score = torch.where(allowed & usable.any(2), score, torch.full_like(score, -3.0))
+    chosen = torch.gather(candidate, 1, score.argmax(1, keepdim=True))[:, 0]
+    return torch.where(period > 0, chosen, period)
 
 
 def _neighbourhood_maxima(acf: torch.Tensor) -> torch.Tensor:
