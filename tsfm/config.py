@@ -63,6 +63,12 @@ class ModelConfig:
             the context repeated, the period read from the context by :func:`tsfm.seasonality.detect_period`)
             through an embedding of its own that starts at zero, so a model grown from one without the hint
             starts out computing the same function.
+        naive_gate: a learned gate on every forecast token that moves its quantiles (each by the same amount, so
+            they stay sorted) towards the Seasonal-Naive values of the patch it forecasts, by a weight read from
+            the token's hidden state: the inference-time blend (``naive_blend``) learned inside the model, where
+            an exact copy of the last season costs nothing (a model otherwise redraws it from attention and loses
+            its peaks; ``benchmarks/RESULTS.md``, thirty-fourth session). The gate is linear and starts at zero,
+            so a model grown by it starts out computing the same function. Masked decoding only.
         decoding: how forecasts past the first output patch are made. ``"masked"`` (DESIGN §2.3): one pass,
             masked future tokens forecast every patch. ``"autoregressive"``: the median path is fed back patch by
             patch (one recurrent step per patch from the backbone's carried state, the window re-read with a
@@ -102,6 +108,7 @@ class ModelConfig:
     mlp_hidden_mult: float = 2.0
     horizon_embedding: bool = False
     seasonal_hint: bool = False
+    naive_gate: bool = False
     decoding: str = "masked"
     infer_nonnegative: bool = False
     pad_short_contexts: bool = True
@@ -127,6 +134,8 @@ class ModelConfig:
             problems.append("quantile_levels must contain 0.5 (the median is the point forecast)")
         if self.decoding not in DECODINGS:
             problems.append(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
+        if self.naive_gate and self.decoding != "masked":
+            problems.append(f"decoding must be 'masked' for a model with naive_gate, got {self.decoding!r}")
         if not isinstance(self.infer_nonnegative, bool):
             problems.append(f"infer_nonnegative must be true or false, got {self.infer_nonnegative!r}")
         if problem := naive_blend_problem(self.naive_blend):

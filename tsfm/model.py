@@ -85,6 +85,11 @@ class Forecaster(nn.Module):
             for layer in (self.hint.out, self.hint.residual):
                 nn.init.zeros_(layer.weight)
                 nn.init.zeros_(layer.bias)
+        # The Seasonal-Naive gate, zero at initialisation for the same reason.
+        self.gate = nn.Linear(config.d_model, 1) if config.naive_gate else None
+        if self.gate is not None:
+            nn.init.zeros_(self.gate.weight)
+            nn.init.zeros_(self.gate.bias)
 
     @property
     def quantile_levels(self) -> tuple[float, ...]:
@@ -117,11 +122,18 @@ class Forecaster(nn.Module):
         scale = self.fit_scale(context) if scale is None else scale
         scaled = apply_scale(context, scale)
         tokens = self._scaled_tokens(scaled)
+        reads_naive = self.gate is not None or num_future_tokens > 0
+        naive = self._seasonal_naive(scaled, num_future_tokens + 1) if reads_naive else None
         if num_future_tokens > 0:
-            hint = self._seasonal_hint(scaled, num_future_tokens)
+            hint = self._hint_of(naive, num_future_tokens)
             tokens = torch.cat([tokens, self._future_tokens(context.shape[0], num_future_tokens, tokens, hint)], dim=1)
         hidden = self.backbone(tokens)
-        return ForwardOutput(self.head(hidden), scale)
+        quantiles = self.head(hidden)
+        if self.gate is not None:  # the forecast tokens: the last context token and the masked future tokens
+            forecast = slice(-(num_future_tokens + 1), None)
+            quantiles = torch.cat([quantiles[:, :forecast.start],
+                                   self._gated(quantiles[:, forecast], hidden[:, forecast], naive)], dim=1)
+        return ForwardOutput(quantiles, scale)
 
     def fit_scale(self, context: torch.Tensor) -> ScaleParams:
         """The scaling this model reads ``context [B, T]`` with: NaN-aware, centred where ``config.scale_loc_steps``
@@ -214,15 +226,39 @@ class Forecaster(nn.Module):
             tokens = tokens + self.hint(patch_tokens(patches)) * present.to(tokens.dtype)
         return tokens
 
-    def _seasonal_hint(self, scaled: torch.Tensor, num_future_tokens: int) -> torch.Tensor | None:
-        """Seasonal-Naive values ``[B, num_future_tokens * P]`` from the scaled context ``[B, T]``, or None when the
-        model takes no hint. Future token ``k`` stands for forecast patch ``k`` (the one the token before it
-        forecasts) and carries that patch's hint while it forecasts patch ``k + 1``."""
-        if self.hint is None or num_future_tokens <= 0:
+    @property
+    def reads_seasonal_naive(self) -> bool:
+        """Whether forecasting reads Seasonal Naive from the raw context (the hint or the gate): decoding from a
+        carried state then needs that context too."""
+        return self.hint is not None or self.gate is not None
+
+    def _seasonal_naive(self, scaled: torch.Tensor, num_patches: int) -> torch.Tensor | None:
+        """Seasonal-Naive values ``[B, num_patches * P]`` after the scaled context ``[B, T]`` (the last season
+        repeated, the period read from the context; NaN where there is none), or None when the model reads none."""
+        if not self.reads_seasonal_naive:
             return None
         with torch.autocast(scaled.device.type, enabled=False):
             values = scaled.float()
-            return seasonal_naive_hint(values, detect_period(values), num_future_tokens * self.config.patch_size)
+            return seasonal_naive_hint(values, detect_period(values), num_patches * self.config.patch_size)
+
+    def _hint_of(self, naive: torch.Tensor | None, num_future_tokens: int) -> torch.Tensor | None:
+        """The seasonal hint of ``num_future_tokens`` masked tokens from the Seasonal-Naive values after the
+        context, or None when the model takes no hint. Future token ``k`` stands for forecast patch ``k`` (the one
+        the token before it forecasts) and carries that patch's values while it forecasts patch ``k + 1``."""
+        if self.hint is None or naive is None or num_future_tokens <= 0:
+            return None
+        return naive[:, : num_future_tokens * self.config.patch_size]
+
+    def _gated(self, quantiles: torch.Tensor, hidden: torch.Tensor, naive: torch.Tensor | None) -> torch.Tensor:
+        """``quantiles [B, n, Q, P]`` of ``n`` forecast tokens (scaled) moved towards the Seasonal-Naive values of
+        the ``n`` patches they forecast (``naive [B, >= n * P]``, NaN where none: no move) by the gate's weight
+        from each token's ``hidden [B, n, d]``, every quantile by the same amount."""
+        assert self.gate is not None and naive is not None
+        batch, count, _, patch = quantiles.shape
+        target = naive[:, : count * patch].reshape(batch, count, patch).to(quantiles.dtype)
+        weight = self.gate(hidden).to(quantiles.dtype)  # [B, n, 1]
+        shift = torch.nan_to_num(target - quantiles[:, :, self._median_index], nan=0.0) * weight
+        return quantiles + shift[:, :, None, :]
 
     def _add_horizon(self, tokens: torch.Tensor, num_future_tokens: int) -> torch.Tensor:
         """Add the horizon embedding to the last ``num_future_tokens`` tokens (future token ``k`` forecasts patch
@@ -306,21 +342,27 @@ class Forecaster(nn.Module):
         ``benchmarks/RESULTS.md``); stepping saves most passes (``ceil(n / REANCHOR_PATCHES)`` for ``n`` patches).
         ``window=None`` (a stream's fixed scale) never re-reads: the scale stays and the state holds everything.
         ``hint_context`` is the raw context (at least its last ``context_length`` steps) that a model with
-        ``config.seasonal_hint`` reads its hint from.
+        ``config.seasonal_hint`` or ``config.naive_gate`` reads Seasonal Naive from.
         """
         patch, batch = self.config.patch_size, last_hidden.shape[0]
         median_index, num_out = self._median_index, math.ceil(prediction_length / patch)
+        if self.gate is not None and decoding != "masked":
+            raise ValueError(f"decoding: a model with naive_gate decodes 'masked' only, got {decoding!r}")
+        naive = None
+        if self.reads_seasonal_naive:
+            if hint_context is None:
+                raise ValueError("hint_context: this model reads Seasonal Naive from the context (seasonal_hint, "
+                                 "naive_gate); pass the raw context the state was read from")
+            naive = self._seasonal_naive(apply_scale(hint_context.to(torch.float32), scale), num_out)
         hidden = last_hidden[:, None]
         if num_out > 1:
-            hint = None
-            if self.hint is not None:
-                if hint_context is None:
-                    raise ValueError("hint_context: this model reads a seasonal hint from the context; pass the raw "
-                                     "context the state was read from")
-                hint = self._seasonal_hint(apply_scale(hint_context.to(torch.float32), scale), num_out - 1)
+            hint = self._hint_of(naive, num_out - 1)
             future, _ = self.continue_state(self._future_tokens(batch, num_out - 1, hidden, hint), state)
             hidden = torch.cat([hidden, future], dim=1)
-        masked = self.head(hidden).sort(dim=2).values  # [B, n, Q, P], scaled
+        masked = self.head(hidden)
+        if self.gate is not None:
+            masked = self._gated(masked, hidden, naive)
+        masked = masked.sort(dim=2).values  # [B, n, Q, P], scaled
         masked = invert_scale(masked.permute(0, 2, 1, 3).reshape(batch, -1, num_out * patch), scale)  # [B, Q, nP]
         if decoding == "masked" or prediction_length <= patch:
             return masked[..., :prediction_length]

@@ -371,9 +371,10 @@ class Stream:
     ) -> torch.Tensor:
         """Masked (and, if asked, autoregressive) decoding from the carried state, which is not written
         (``Forecaster.decode_from_state`` with the stream's fixed scale: nothing is re-read). A model with the
-        seasonal hint reads it from the listed series' kept tails, which end where their state does."""
+        seasonal hint or gate reads Seasonal Naive from the listed series' kept tails, which end where their state
+        does."""
         hint_context = None
-        if self.config.seasonal_hint:
+        if self.model.reads_seasonal_naive:
             hint_context = self._stacked_tails(index, max(len(self._tails[i]) for i in index)).to(last.device)
         return self.model.decode_from_state(last, state, scale, prediction_length, self.decoding,
                                             hint_context=hint_context)

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     arg("--seasonal-hint", action="store_true",
         help="give the masked future tokens the Seasonal-Naive values of their patches (ModelConfig.seasonal_hint); "
              "with --init-from, grows that checkpoint's model by the hint's embedding, which starts at zero"),
+    arg("--naive-gate", action="store_true",
+        help="a learned gate that moves each forecast token's quantiles towards Seasonal Naive "
+             "(ModelConfig.naive_gate; masked decoding only); with --init-from, grows that checkpoint's model by "
+             "the gate, which starts at zero"),
     arg("--scale-loc-steps", type=int, default=None,
         help="centre each context on the mean of its last N observed steps instead of its whole mean "
              "(ModelConfig.scale_loc_steps); with --init-from, changes that checkpoint's centre and the run adapts "
@@ -51,8 +55,8 @@ if TYPE_CHECKING:
         help="with --init-from: append residual blocks up to this many (the checkpoint's block pattern continued); "
              "they start as the identity, so the grown model starts out computing the checkpoint's function"),
     arg("--grown-lr-scale", type=float, default=1.0,
-        help="peak learning rate of the modules grown over --init-from (--seasonal-hint, --grow-layers), as a "
-             "multiple of --learning-rate: they start at zero (default: 1.0)"),
+        help="peak learning rate of the modules grown over --init-from (--seasonal-hint, --naive-gate, "
+             "--grow-layers), as a multiple of --learning-rate: they start at zero (default: 1.0)"),
     arg("--mask-ratio", type=float, default=0.15, help="share of context patches hidden in runs (default: 0.15)"),
     arg("--real-data", type=Path, default=None,
         help="GIFT-Eval-format root of real series (e.g. from `tsfm data build-pretrain`, or GiftEvalPretrain)"),
@@ -166,9 +170,10 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     from tsfm.presets import preset_config
 
     model_flags = {"--backbone": args.backbone, "--preset": args.preset, "--horizon-patches": args.horizon_patches,
-                   "--horizon-embedding": args.horizon_embedding or None}  # --seasonal-hint may grow a checkpoint
+                   "--horizon-embedding": args.horizon_embedding or None}  # --seasonal-hint, --naive-gate may grow one
     # fields set alike on a new model and over --init-from (grown, or adapted: tsfm.pipelines.train)
-    changes = {"seasonal_hint": True} if args.seasonal_hint else {}
+    changes = {name: True for name, flag in (("seasonal_hint", args.seasonal_hint), ("naive_gate", args.naive_gate))
+               if flag}
     if args.scale_loc_steps is not None:
         changes["scale_loc_steps"] = args.scale_loc_steps
     if args.init_from is not None:

@@ -532,7 +532,7 @@ def is_main_process() -> bool:
 
 #: Model fields a run may switch on over its ``init_from`` checkpoint, each with the weights' prefix of the module it
 #: adds: that module starts at zero, so the grown model starts out computing the checkpoint's function.
-GROWABLE_FIELDS = {"seasonal_hint": "hint."}
+GROWABLE_FIELDS = {"seasonal_hint": "hint.", "naive_gate": "gate."}
 
 #: Model fields a run may change over its ``init_from`` checkpoint with the same weights: the function the weights
 #: compute changes (e.g. where each context is centred), and training adapts them to it.
