@@ -1,7 +1,8 @@
 """Prototype: the detected period refined by the autocorrelation at all its multiples (a comb), measured against the
 benchmark's own season lengths on every configuration's windows before the test windows. No model is run.
 
-The shipped ``detect_period`` takes the shortest autocorrelation peak near the strongest; on a smooth daily cycle
+The ``detect_period`` shipped before this session took the shortest autocorrelation peak near the strongest (its
+rule up to its last step, ``_refine_by_multiples``, which this prototype led to); on a smooth daily cycle
 (``yosemite_temps/5T``) that peak is broad, and day-to-day changes move its top by 1-11 steps (277-287 for a 288-step
 day), so Seasonal Naive built on it drifts out of phase over a long horizon. The peaks at 2, 3, ... times the period
 shift k times as far for a wrong period, so the candidate (within ``p / 8`` of the detected ``p``) whose multiples
@@ -77,6 +78,16 @@ def mae_ratio(context: torch.Tensor, truth: torch.Tensor, reference: torch.Tenso
     return float((naive - truth[found]).abs().nanmean() / (reference[found] - truth[found]).abs().nanmean())
 
 
+def unrefined_period(context: torch.Tensor) -> torch.Tensor:
+    """``detect_period`` as shipped before this session: without its refinement by the multiples."""
+    refine = seasonality._refine_by_multiples
+    seasonality._refine_by_multiples = lambda period, *_: period
+    try:
+        return seasonality.detect_period(context)
+    finally:
+        seasonality._refine_by_multiples = refine
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", type=Path, required=True)
@@ -104,7 +115,7 @@ def main() -> None:
             continue
         context = torch.tensor(np.stack(contexts))
         truth = torch.tensor(np.stack(truths))
-        shipped = seasonality.detect_period(context)
+        shipped = unrefined_period(context)
         comb = refine_by_comb(context, shipped)
         reference = seasonality.seasonal_naive_hint(context, torch.full_like(shipped, season), truth.shape[1])
 
