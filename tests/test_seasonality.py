@@ -65,6 +65,7 @@ def test_no_period_in_noise_a_straight_line_or_too_short_a_context():
     assert detect_period(rows).tolist() == [0, 0, 0]
     assert detect_period(_sine(288)[None, -400:]).tolist() == [0]  # not two full days
     assert detect_period(torch.randn(2, 4)).tolist() == [0, 0]
+    assert detect_period(torch.randn(0, 512)).shape == (0,)  # no rows: none to read
 
 
 def test_the_period_ignores_scale_shift_and_missing_steps():

@@ -67,8 +67,9 @@ class ModelConfig:
             they stay sorted) towards the Seasonal-Naive values of the patch it forecasts, by a weight read from
             the token's hidden state: the inference-time blend (``naive_blend``) learned inside the model, where
             an exact copy of the last season costs nothing (a model otherwise redraws it from attention and loses
-            its peaks; ``benchmarks/RESULTS.md``, thirty-fourth session). The gate is linear and starts at zero,
-            so a model grown by it starts out computing the same function. Masked decoding only.
+            its peaks). The gate is linear and starts at zero, so a model grown by it starts out computing the same
+            function. Masked decoding only. Opt-in: one continuation of the default grown by it scored worse with
+            the blend on top (``benchmarks/RESULTS.md``, thirty-fourth session).
         decoding: how forecasts past the first output patch are made. ``"masked"`` (DESIGN §2.3): one pass,
             masked future tokens forecast every patch. ``"autoregressive"``: the median path is fed back patch by
             patch (one recurrent step per patch from the backbone's carried state, the window re-read with a

@@ -122,8 +122,8 @@ class Forecaster(nn.Module):
         scale = self.fit_scale(context) if scale is None else scale
         scaled = apply_scale(context, scale)
         tokens = self._scaled_tokens(scaled)
-        reads_naive = self.gate is not None or num_future_tokens > 0
-        naive = self._seasonal_naive(scaled, num_future_tokens + 1) if reads_naive else None
+        needs_naive = self.gate is not None or num_future_tokens > 0  # the gate, or the hint's masked tokens
+        naive = self._seasonal_naive(scaled, num_future_tokens + 1) if needs_naive else None
         if num_future_tokens > 0:
             hint = self._hint_of(naive, num_future_tokens)
             tokens = torch.cat([tokens, self._future_tokens(context.shape[0], num_future_tokens, tokens, hint)], dim=1)

@@ -38,7 +38,7 @@ def detect_period(context: torch.Tensor, max_period: int | None = None) -> torch
         raise ValueError(f"context must be [batch, time], got shape {tuple(context.shape)}")
     batch, length = context.shape
     limit = length // 2 if max_period is None else min(max_period, length // 2)
-    if limit < MIN_PERIOD + 1:
+    if batch == 0 or limit < MIN_PERIOD + 1:
         return torch.zeros(batch, dtype=torch.long, device=context.device)
     x = context.float()
     observed = ~torch.isnan(x)
