@@ -21,6 +21,7 @@ from tsfm.pipelines.data.priors.seasonal import seasonal
 from tsfm.pipelines.data.priors.short import short
 from tsfm.pipelines.data.priors.spikes import spikes
 from tsfm.pipelines.data.priors.waves import waves
+from tsfm.pipelines.data.priors.weather import weather
 
 LENGTH = 512
 
@@ -243,6 +244,33 @@ def test_repeat_series_repeat_one_cycle_exactly_and_noisy_ones_do_not():
     assert all(row.std() > 0 for row in exact)  # a cycle, not a constant
     noisy = repeat(32, LENGTH, gen(), noisy_share=1.0)
     assert all(_exact_period(row) is None for row in noisy)
+
+
+def _day_levels(x: torch.Tensor, period: int) -> torch.Tensor:
+    """``[n, days]``: the mean of each whole ``period``-step cycle of each row (from the row's end backwards)."""
+    days = x.shape[1] // period
+    return x[:, x.shape[1] - days * period :].reshape(x.shape[0], days, period).mean(dim=2)
+
+
+def test_weather_cycles_persist_from_day_to_day_and_do_not_repeat_exactly():
+    """A daily cycle whose daily mean wanders with persistence: consecutive days' means correlate (a weather front
+    lasts), unlike the ``seasonal`` family's white noise around a fixed cycle, and no series repeats exactly."""
+    length, period = 24 * 60, 24
+
+    def day_to_day(x: torch.Tensor) -> float:
+        """Lag-1 correlation of the daily means after their linear trend is removed (a trend alone persists)."""
+        levels = _day_levels(x, period)
+        days = torch.arange(levels.shape[1], dtype=torch.float32) - (levels.shape[1] - 1) / 2
+        slope = (levels * days).sum(dim=1, keepdim=True) / (days * days).sum()
+        levels = levels - levels.mean(dim=1, keepdim=True) - slope * days
+        levels = levels / levels.std(dim=1, keepdim=True).clamp_min(1e-12)
+        return float((levels[:, 1:] * levels[:, :-1]).mean())
+
+    wandering = weather(64, length, gen(), calendars=("hourly",), persistence=(0.9, 0.95))
+    still = seasonal(64, length, gen(), calendars=("hourly",))
+    assert day_to_day(wandering) > 0.5 > day_to_day(still)
+    assert all(_exact_period(row) is None for row in wandering[:8])
+    assert (autocorrelation(wandering, period) > 0.5).float().mean() > 0.8  # still a daily cycle
 
 
 def test_sample_priors_fills_the_batch_sampler_pool_deterministically():

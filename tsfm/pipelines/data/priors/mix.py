@@ -27,6 +27,7 @@ from .seasonal import seasonal
 from .short import short
 from .spikes import spikes
 from .waves import waves
+from .weather import weather
 
 __all__ = ["BLOCK", "DEFAULT_PRIOR_MIX", "PRIORS", "Prior", "check_mix", "sample_priors"]
 
@@ -46,12 +47,14 @@ PRIORS: dict[str, Prior] = {
     "oscillator": oscillator,
     "random_walk": random_walk,
     "repeat": repeat,
+    "weather": weather,
 }
 
 #: Default shares (normalised when used). KernelSynth and calendar seasonality carry most of the signal (the
 #: benchmark is mostly seasonal, its weakest spots 5-minute and hourly data); the others add the shapes a GP prior
 #: rarely produces and the benchmark has (counts, short yearly-like histories, steps, spikes, walks). ``repeat`` (exact
-#: cycles) is opt-in (``--prior-mix repeat=SHARE``) until a run with it has been judged on validation.
+#: cycles) is opt-in (``--prior-mix repeat=SHARE``) until a run with it has been judged on validation; so is
+#: ``weather`` (a calendar cycle with a per-cycle AR(1) level and amplitude; not yet trained on).
 DEFAULT_PRIOR_MIX: dict[str, float] = {
     "kernel_synth": 0.22,
     "seasonal": 0.22,
