@@ -130,9 +130,8 @@ class Forecaster(nn.Module):
         hidden = self.backbone(tokens)
         quantiles = self.head(hidden)
         if self.gate is not None:  # the forecast tokens: the last context token and the masked future tokens
-            forecast = slice(-(num_future_tokens + 1), None)
-            quantiles = torch.cat([quantiles[:, :forecast.start],
-                                   self._gated(quantiles[:, forecast], hidden[:, forecast], naive)], dim=1)
+            n = num_future_tokens + 1
+            quantiles = torch.cat([quantiles[:, :-n], self._gated(quantiles[:, -n:], hidden[:, -n:], naive)], dim=1)
         return ForwardOutput(quantiles, scale)
 
     def fit_scale(self, context: torch.Tensor) -> ScaleParams:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from lead_band_prototype import band_weights
+from yosemite_period import yosemite_windows
 
 from tsfm.checkpoint import load_model
 from tsfm.naive_blend import backtest_horizon, backtestable
-from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 from tsfm.seasonality import detect_period, seasonal_naive_hint
 
 
@@ -46,34 +45,29 @@ def main() -> None:
     length = model.config.context_length
     median = model.quantile_levels.index(0.5)
     rows = []
-    for term in ("medium", "long"):
-        dataset = GiftEvalDataset.per_variate("yosemite_temps/5T", term, root=args.benchmark)
-        horizon = dataset.prediction_length
-        for spans in (2, 3):
-            for window, (inp, label) in enumerate(dataset.rolling_windows(spans)):
-                context = torch.tensor(np.asarray(inp["target"], dtype=np.float32)[-length:])[None]
-                truth = torch.tensor(np.asarray(label["target"], dtype=np.float32))
-                period = detect_period(context)
-                h = backtest_horizon(context.shape[1], horizon)
-                history = context[:, :-h]
-                assert bool(backtestable(history, period).all())
-                with torch.no_grad():
-                    backtest = model.forecast(history, h, infer_nonnegative=False, naive_blend="off")[:, median]
-                    future = model.forecast(context, horizon, infer_nonnegative=False, naive_blend="off")[0, median]
-                backtest_band, band = band_weights(context, period, backtest, "period")
-                whole, _ = band_weights(context, period, backtest, "one")
-                naive = seasonal_naive_hint(context, period, horizon)[0]
-                realised = future_weights(truth, future, naive, int(band[0]))
-                realised_whole = future_weights(truth, future, naive, horizon)[0]
-                model_mse = float(((future - truth) ** 2).nanmean())
-                naive_mse = float(((naive - truth) ** 2).nanmean())
-                rows.append({"term": term, "spans_back": spans, "window": window, "period": int(period[0]),
-                             "h": h, "backtest_weight_one": round(float(whole[0, 0]), 3),
-                             "backtest_weight_bands": [round(float(w), 3) for w in backtest_band[0]],
-                             "future_weight_one": round(realised_whole, 3),
-                             "future_weight_bands": [round(w, 3) for w in realised],
-                             "future_mse_model_over_naive": round(model_mse / naive_mse, 3)})
-                print(rows[-1], flush=True)
+    for term, spans, window, context, truth, _ in yosemite_windows(args.benchmark, length):
+        horizon = truth.shape[0]
+        period = detect_period(context)
+        h = backtest_horizon(context.shape[1], horizon)
+        history = context[:, :-h]
+        assert bool(backtestable(history, period).all())
+        with torch.no_grad():
+            backtest = model.forecast(history, h, infer_nonnegative=False, naive_blend="off")[:, median]
+            future = model.forecast(context, horizon, infer_nonnegative=False, naive_blend="off")[0, median]
+        backtest_band, band = band_weights(context, period, backtest, "period")
+        whole, _ = band_weights(context, period, backtest, "one")
+        naive = seasonal_naive_hint(context, period, horizon)[0]
+        realised = future_weights(truth, future, naive, int(band[0]))
+        realised_whole = future_weights(truth, future, naive, horizon)[0]
+        model_mse = float(((future - truth) ** 2).nanmean())
+        naive_mse = float(((naive - truth) ** 2).nanmean())
+        rows.append({"term": term, "spans_back": spans, "window": window, "period": int(period[0]),
+                     "h": h, "backtest_weight_one": round(float(whole[0, 0]), 3),
+                     "backtest_weight_bands": [round(float(w), 3) for w in backtest_band[0]],
+                     "future_weight_one": round(realised_whole, 3),
+                     "future_weight_bands": [round(w, 3) for w in realised],
+                     "future_mse_model_over_naive": round(model_mse / naive_mse, 3)})
+        print(rows[-1], flush=True)
     pd.DataFrame(rows).to_csv(args.out, index=False)
 
 
