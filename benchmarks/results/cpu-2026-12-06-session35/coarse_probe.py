@@ -1,0 +1,78 @@
+"""Does forecasting a coarser copy of a high-frequency series help its long horizons? ``yosemite_temps/5T`` (and the
+hourly/half-hourly configurations' medium and long terms), windows before the test windows (spans back 2 and 3; the
+test windows are not read): the shipped default forecast at the native resolution, against the same model fed the
+series averaged over blocks of ``k`` steps (a context ``k`` times longer in time), its forecast spread back over the
+blocks by linear interpolation between block centres; and their average. Prints the median's MAE over Seasonal
+Naive's (the benchmark's season) per configuration, geometric mean over windows:
+
+    cd /work/main && PYTHONPATH=. .venv/bin/python benchmarks/results/cpu-2026-12-06-session35/coarse_probe.py \
+        --benchmark data/benchmark --factors 3 12
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tsfm.checkpoint import load_model
+from tsfm.pipelines.data.gift_eval import GiftEvalDataset
+from tsfm.seasonality import seasonal_naive_hint
+
+
+def block_means(series: np.ndarray, k: int) -> np.ndarray:
+    """NaN-aware means of whole blocks of ``k`` steps, the last block ending at the last step."""
+    usable = len(series) // k * k
+    blocks = series[len(series) - usable :].reshape(-1, k)
+    with np.errstate(all="ignore"):
+        return np.nanmean(blocks, axis=1)
+
+
+def spread_back(last_block: float, coarse: np.ndarray, k: int, horizon: int) -> np.ndarray:
+    """Fine steps ``1..horizon`` from block means: linear between block centres (the last context block's first)."""
+    centres = np.arange(len(coarse) + 1) * k - (k - 1) / 2  # block j's centre; step 0 is the context's last
+    return np.interp(np.arange(1, horizon + 1), centres, np.concatenate([[last_block], coarse]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", type=Path, required=True)
+    parser.add_argument("--factors", type=int, nargs="+", default=[3, 12])
+    parser.add_argument("--configs", nargs="+", default=["yosemite_temps/5T"])
+    args = parser.parse_args()
+    model = load_model("default", device="cpu")
+    length = model.config.context_length
+    median = model.quantile_levels.index(0.5)
+    for name in args.configs:
+        for term in ("medium", "long"):
+            dataset = GiftEvalDataset.per_variate(name, term, root=args.benchmark)
+            ratios: dict[str, list[float]] = {}
+            for spans in (2, 3):
+                for inp, label in dataset.rolling_windows(spans):
+                    series = np.asarray(inp["target"], dtype=np.float32)
+                    truth = np.asarray(label["target"], dtype=np.float32)
+                    horizon = len(truth)
+                    context = torch.tensor(series[-length:])[None]
+                    with torch.no_grad():
+                        native = model.forecast(context, horizon)[0, median].numpy()
+                    naive = seasonal_naive_hint(context, torch.tensor([dataset.season_length]), horizon)[0].numpy()
+                    seen = ~np.isnan(truth)
+                    mae_naive = np.abs(naive - truth)[seen].mean()
+                    found = {"native": native}
+                    for k in args.factors:
+                        coarse_series = block_means(series, k)[-length:]
+                        steps = -(-horizon // k)
+                        with torch.no_grad():
+                            coarse = model.forecast(torch.tensor(coarse_series)[None], steps)[0, median].numpy()
+                        found[f"coarse{k}"] = spread_back(float(coarse_series[-1]), coarse, k, horizon)
+                        found[f"mean{k}"] = (found[f"coarse{k}"] + native) / 2
+                    for key, forecast in found.items():
+                        ratios.setdefault(key, []).append(np.abs(forecast - truth)[seen].mean() / mae_naive)
+            summary = "  ".join(f"{k} {np.exp(np.mean(np.log(v))):.3f}" for k, v in ratios.items())
+            print(f"{name}/{term} ({len(ratios['native'])} windows): {summary}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
