@@ -39,10 +39,11 @@ def spread_back(last_block: float, coarse: np.ndarray, k: int, horizon: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", type=Path, required=True)
-    parser.add_argument("--factors", type=int, nargs="+", default=[3, 12])
+    parser.add_argument("--model", default="default", help="a built-in model's name or a checkpoint folder")
+    parser.add_argument("--factors", type=int, nargs="*", default=[3, 12], help="none: the native forecast only")
     parser.add_argument("--configs", nargs="+", default=["yosemite_temps/5T"])
     args = parser.parse_args()
-    model = load_model("default", device="cpu")
+    model = load_model(args.model, device="cpu")
     length = model.config.context_length
     median = model.quantile_levels.index(0.5)
     for name in args.configs:

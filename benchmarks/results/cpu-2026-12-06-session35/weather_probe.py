@@ -33,11 +33,12 @@ def ratios(model, series: torch.Tensor, period: int, horizon: int, blend: str) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default", help="a built-in model's name or a checkpoint folder")
     parser.add_argument("--series", type=int, default=48)
     parser.add_argument("--calendars", nargs="+", default=["5min", "30min", "hourly"])
     parser.add_argument("--horizon", type=int, default=720)
     args = parser.parse_args()
-    model = load_model("default", device="cpu")
+    model = load_model(args.model, device="cpu")
     for family in ("weather", "seasonal"):
         for calendar in args.calendars:
             g = torch.Generator().manual_seed(0)
