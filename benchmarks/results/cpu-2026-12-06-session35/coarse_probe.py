@@ -1,5 +1,5 @@
-"""Does forecasting a coarser copy of a high-frequency series help its long horizons? ``yosemite_temps/5T`` (and the
-hourly/half-hourly configurations' medium and long terms), windows before the test windows (spans back 2 and 3; the
+"""Does forecasting a coarser copy of a high-frequency series help its long horizons? ``yosemite_temps/5T`` (or the
+``--configs`` named) medium and long terms, windows before the test windows (spans back 2 and 3; the
 test windows are not read): the shipped default forecast at the native resolution, against the same model fed the
 series averaged over blocks of ``k`` steps (a context ``k`` times longer in time), its forecast spread back over the
 blocks by linear interpolation between block centres; and their average. Prints the median's MAE over Seasonal
@@ -31,7 +31,7 @@ def block_means(series: np.ndarray, k: int) -> np.ndarray:
 
 
 def spread_back(last_block: float, coarse: np.ndarray, k: int, horizon: int) -> np.ndarray:
-    """Fine steps ``1..horizon`` from block means: linear between block centres (the last context block's first)."""
+    """Fine steps ``1..horizon`` from block means: linear between block centres, from the last context block's on."""
     centres = np.arange(len(coarse) + 1) * k - (k - 1) / 2  # block j's centre; step 0 is the context's last
     return np.interp(np.arange(1, horizon + 1), centres, np.concatenate([[last_block], coarse]))
 

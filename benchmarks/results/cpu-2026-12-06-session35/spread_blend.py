@@ -1,6 +1,6 @@
 """The shipped blend with every quantile's distance from the median scaled by ``--spread`` afterwards, judged by
-``two_origin_prototype.judge_blend`` on the windows before the test windows (then paired against the shipped
-inference, the refined period's run ``period-comb`` of the thirty-fourth session, by ``compare_shipped.py``):
+``two_origin_prototype.judge_blend`` on the windows before the test windows (paired against the twenty-seventh
+session's reference, as the shipped inference, ``period-comb`` of the thirty-fourth session, was; README.md here):
 
     PYTHONPATH=.:scripts:benchmarks/results/cpu-2026-12-06-session27 python \
         benchmarks/results/cpu-2026-12-06-session35/spread_blend.py --spread 1.1 \

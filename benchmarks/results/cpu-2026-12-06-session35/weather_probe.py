@@ -1,8 +1,8 @@
 """Is the ``weather`` prior (a calendar cycle whose level and amplitude wander per cycle, opt-in and not yet trained
 on) a weakness of the shipped default, as ``yosemite_temps/5T/long`` is? Draws series from it per calendar, forecasts
-their last ``H`` steps from the 2,048 before with the default (the shipped blend on, then off), and prints the median's
-MAE over Seasonal Naive's (on the generating period), geometric mean over series; for contrast the same with the
-``seasonal`` prior (a fixed main cycle, a weekly one, trend and white noise):
+their last ``H`` steps from the 2,048 before with the default or ``--model`` (the shipped blend on, then off), and
+prints the median's MAE over Seasonal Naive's (on the generating period), geometric mean over series; for contrast
+the same with the ``seasonal`` prior (a fixed main cycle, a weekly one, trend and white noise):
 
     cd /work/main && PYTHONPATH=. .venv/bin/python benchmarks/results/cpu-2026-12-06-session35/weather_probe.py
 """
