@@ -81,13 +81,13 @@ def _refine_by_multiples(period: torch.Tensor, acf: torch.Tensor, enough: torch.
     more per period over a long horizon (``benchmarks/RESULTS.md``, thirty-fourth session). A wrong period misses
     its ``k``-th multiple ``k`` times as far, so the multiples together are a sharper estimate.
     """
-    reach = max(1, int(period.max()) // 8)
+    reach = max(1, limit // 8)  # the widest any row may move, known without reading the periods off the device
     # offsets nearest first, so that the first maximum is the nearest of equal scores
     offsets = torch.arange(2 * reach + 1, device=period.device)
     offsets = torch.where(offsets % 2 == 1, (offsets + 1) // 2, -(offsets // 2))
     candidate = period[:, None] + offsets[None]  # [B, C]
     allowed = (offsets[None].abs() <= (period[:, None] // 8).clamp(min=1)) & (candidate >= MIN_PERIOD) \
-        & (candidate <= limit) & (period[:, None] > 0)
+        & (candidate <= limit)
     teeth = torch.arange(1, COMB_TEETH + 1, device=period.device)
     lag = candidate[:, :, None] * teeth[None, None]  # [B, C, K]
     index = lag.clamp(0, limit).flatten(1)

@@ -5,8 +5,8 @@ series averaged over blocks of ``k`` steps (a context ``k`` times longer in time
 blocks by linear interpolation between block centres; and their average. Prints the median's MAE over Seasonal
 Naive's (the benchmark's season) per configuration, geometric mean over windows:
 
-    cd /work/main && PYTHONPATH=. .venv/bin/python benchmarks/results/cpu-2026-12-06-session35/coarse_probe.py \
-        --benchmark data/benchmark --factors 3 12
+    cd /work/main && PYTHONPATH=.:benchmarks/results/cpu-2026-12-06-session34 .venv/bin/python \
+        benchmarks/results/cpu-2026-12-06-session35/coarse_probe.py --benchmark data/benchmark --factors 3 12
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from yosemite_period import yosemite_windows
 
 from tsfm.checkpoint import load_model
-from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 from tsfm.seasonality import seasonal_naive_hint
 
 
@@ -41,38 +41,32 @@ def main() -> None:
     parser.add_argument("--benchmark", type=Path, required=True)
     parser.add_argument("--model", default="default", help="a built-in model's name or a checkpoint folder")
     parser.add_argument("--factors", type=int, nargs="*", default=[3, 12], help="none: the native forecast only")
-    parser.add_argument("--configs", nargs="+", default=["yosemite_temps/5T"])
     args = parser.parse_args()
     model = load_model(args.model, device="cpu")
     length = model.config.context_length
     median = model.quantile_levels.index(0.5)
-    for name in args.configs:
-        for term in ("medium", "long"):
-            dataset = GiftEvalDataset.per_variate(name, term, root=args.benchmark)
-            ratios: dict[str, list[float]] = {}
-            for spans in (2, 3):
-                for inp, label in dataset.rolling_windows(spans):
-                    series = np.asarray(inp["target"], dtype=np.float32)
-                    truth = np.asarray(label["target"], dtype=np.float32)
-                    horizon = len(truth)
-                    context = torch.tensor(series[-length:])[None]
-                    with torch.no_grad():
-                        native = model.forecast(context, horizon)[0, median].numpy()
-                    naive = seasonal_naive_hint(context, torch.tensor([dataset.season_length]), horizon)[0].numpy()
-                    seen = ~np.isnan(truth)
-                    mae_naive = np.abs(naive - truth)[seen].mean()
-                    found = {"native": native}
-                    for k in args.factors:
-                        coarse_series = block_means(series, k)[-length:]
-                        steps = -(-horizon // k)
-                        with torch.no_grad():
-                            coarse = model.forecast(torch.tensor(coarse_series)[None], steps)[0, median].numpy()
-                        found[f"coarse{k}"] = spread_back(float(coarse_series[-1]), coarse, k, horizon)
-                        found[f"mean{k}"] = (found[f"coarse{k}"] + native) / 2
-                    for key, forecast in found.items():
-                        ratios.setdefault(key, []).append(np.abs(forecast - truth)[seen].mean() / mae_naive)
-            summary = "  ".join(f"{k} {np.exp(np.mean(np.log(v))):.3f}" for k, v in ratios.items())
-            print(f"{name}/{term} ({len(ratios['native'])} windows): {summary}", flush=True)
+    ratios: dict[str, dict[str, list[float]]] = {}
+    # the whole history each coarse copy can use: `length` blocks of the largest factor
+    for term, _, _, history, truth, season in yosemite_windows(args.benchmark, length * max(args.factors, default=1)):
+        series, truth, horizon = history[0].numpy(), truth.numpy(), truth.shape[0]
+        context = history[:, -length:]
+        with torch.no_grad():
+            native = model.forecast(context, horizon)[0, median].numpy()
+        naive = seasonal_naive_hint(context, torch.tensor([season]), horizon)[0].numpy()
+        seen = ~np.isnan(truth)
+        found = {"native": native}
+        for k in args.factors:
+            coarse_series = block_means(series, k)[-length:]
+            with torch.no_grad():
+                coarse = model.forecast(torch.tensor(coarse_series)[None], -(-horizon // k))[0, median].numpy()
+            found[f"coarse{k}"] = spread_back(float(coarse_series[-1]), coarse, k, horizon)
+            found[f"mean{k}"] = (found[f"coarse{k}"] + native) / 2
+        mae_naive = np.abs(naive - truth)[seen].mean()
+        for key, forecast in found.items():
+            ratios.setdefault(term, {}).setdefault(key, []).append(np.abs(forecast - truth)[seen].mean() / mae_naive)
+    for term, by_key in ratios.items():
+        summary = "  ".join(f"{k} {np.exp(np.mean(np.log(v))):.3f}" for k, v in by_key.items())
+        print(f"yosemite_temps/5T/{term} ({len(by_key['native'])} windows): {summary}", flush=True)
 
 
 if __name__ == "__main__":
