@@ -77,6 +77,10 @@ def test_the_exported_weights_are_the_best_validated_ones(tmp_path):
     exported = load_model(run / "model")
     for name, value in exported.state_dict().items():
         torch.testing.assert_close(value, best["state_dict"][f"model.{name}"].to(torch.bfloat16).float())
+    training = json.loads((run / "model" / "config.json").read_text())["training"]
+    validated = read_metrics(run)["val_loss"].dropna()
+    assert training["best_step"] == best["global_step"] in (4, 8, 12)  # the step the exported weights come from
+    assert training["best_val_loss"] == pytest.approx(validated.min())
 
 
 class _StopAt(L.Callback):

@@ -64,7 +64,7 @@ python3 -m tsfm train --steps "$STEPS" --max-minutes "$MINUTES" --real-data data
 python3 - "$RUN" <<'PY'
 import json, sys
 p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
-print({k: p[k] for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "final_train_loss")})
+print({k: p.get(k) for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "best_step", "final_train_loss")})
 print(f"windows/s over the run: {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
 if [ "${EVAL:-1}" = 1 ]; then

@@ -33,7 +33,8 @@ for name in "${names[@]}"; do
     python3 - "$name" <<'PY'
 import json, sys
 p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
-print(sys.argv[1], {k: p[k] for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "final_train_loss")},
+print(sys.argv[1], {k: p.get(k) for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "best_step",
+                                         "final_train_loss")},
       f"windows/s {p['windows_seen'] / p['train_seconds']:.0f}")
 PY
 done

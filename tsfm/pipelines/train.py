@@ -581,7 +581,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
     """Write the best (else last) weights as a tsfm checkpoint with the run's provenance, and the loss plot."""
     model = module.model
     best_path = out / "checkpoints" / "best.ckpt"
-    best_score = None
+    best_score = best_step = None
     if best_path.is_file():
         state = torch.load(best_path, map_location="cpu", weights_only=False)
         weights = {k.removeprefix("model."): v for k, v in state["state_dict"].items()}
@@ -590,6 +590,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
         callback = next(iter(v for k, v in state.get("callbacks", {}).items() if "ModelCheckpoint" in k), {})
         best_score = callback.get("best_model_score")
         best_score = None if best_score is None else float(best_score)
+        best_step = state.get("global_step")
     final_loss = _final_train_loss(trainer, out)
     steps = trainer.global_step
     provenance = {
@@ -603,6 +604,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
         "tokens_seen": steps * train_config.batch_size * module.tokens_per_window,
         "final_train_loss": final_loss,
         "best_val_loss": best_score,
+        "best_step": best_step,
         "train_seconds": round(resume_point.elapsed(), 1),
         "device": _device_name(trainer),
         "devices": trainer.world_size,
