@@ -81,6 +81,10 @@ def test_the_exported_weights_are_the_best_validated_ones(tmp_path):
     validated = read_metrics(run)["val_loss"].dropna()
     assert training["best_step"] == best["global_step"] in (4, 8, 12)  # the step the exported weights come from
     assert training["best_val_loss"] == pytest.approx(validated.min())
+    # the device scripts' one-line summary of the run reports the same step
+    summary = subprocess.run([sys.executable, "scripts/device/summarise_run.py", str(run)], capture_output=True,
+                             text=True, check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    assert f"'best_step': {training['best_step']}," in summary and "windows/s" in summary
 
 
 class _StopAt(L.Callback):

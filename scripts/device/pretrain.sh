@@ -61,12 +61,7 @@ fi
 [ -f "runs/$RUN/checkpoints/last.ckpt" ] && echo "resuming runs/$RUN" || echo "new run runs/$RUN"
 python3 -m tsfm train --steps "$STEPS" --max-minutes "$MINUTES" --real-data data/device/pretrain --out "runs/$RUN" \
     "$@" 2>&1 | grep -v -E "it/s\]|s/it\]|Warning|warn" | tail -25
-python3 - "$RUN" <<'PY'
-import json, sys
-p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
-print({k: p.get(k) for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "best_step", "final_train_loss")})
-print(f"windows/s over the run: {p['windows_seen'] / p['train_seconds']:.0f}")
-PY
+python3 scripts/device/summarise_run.py "runs/$RUN"
 if [ "${EVAL:-1}" = 1 ]; then
     # DECODINGS="masked autoregressive" scores each (EVAL_SECONDS each); the default is the checkpoint's own
     for decoding in ${DECODINGS:-own}; do

@@ -30,13 +30,7 @@ wait
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 for name in "${names[@]}"; do
     grep -v -E "it/s\]|s/it\]|Warning|warn" "runs_$name.log" | tail -3
-    python3 - "$name" <<'PY'
-import json, sys
-p = json.load(open(f"runs/{sys.argv[1]}/provenance.json"))
-print(sys.argv[1], {k: p.get(k) for k in ("steps", "windows_seen", "train_seconds", "best_val_loss", "best_step",
-                                         "final_train_loss")},
-      f"windows/s {p['windows_seen'] / p['train_seconds']:.0f}")
-PY
+    python3 scripts/device/summarise_run.py "runs/$name"
 done
 if [ "${EVAL:-1}" = 1 ] && [ -n "${VALIDATE_AGAINST:-}" ]; then
     models=(); for name in "${names[@]}"; do models+=("runs/$name/model"); done
