@@ -73,6 +73,9 @@ def test_report_renders_markdown_and_pngs(tmp_path: Path) -> None:
     assert "| better | 3 | 0.794 | 0.794 |" in text
     assert "| naive | 3 | 1.587 | 1.587 |" in text
     assert "**geometric mean**" in text
+    # per frequency, the finest first: better is 0.5 and 2.0 on H (geometric mean 1), 0.5 on D
+    assert "| model | H | D |" in text
+    assert "| better | 1.000 / 1.000 (2) | 0.500 / 0.500 (1) |" in text
     assert "| better | 83% / 83% | 67% / 67% |" in text
     assert "tsfm evaluate --model naive" in text and "7.3 s" in text
     norm = pd.read_csv(tmp_path / "out" / "demo_normalised.csv")

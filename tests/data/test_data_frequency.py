@@ -10,6 +10,7 @@ from tsfm.pipelines.data.frequency import (
     freq_key,
     normalise_freq,
     seasonality,
+    step_duration,
     to_pandas_freq,
     to_period_freq,
 )
@@ -97,6 +98,15 @@ def test_unknown_frequency_is_a_clear_error(bad: object) -> None:
 
 def test_freq_key_drops_the_anchor_only() -> None:
     assert [freq_key(f) for f in ("A-DEC", "W-SUN", "15T", "H", "10S")] == ["A", "W", "15T", "H", "10S"]
+
+
+def test_step_duration_orders_the_benchmark_frequencies() -> None:
+    keys = ["A", "M", "5T", "W", "Q", "H", "D", "30T"]
+    assert sorted(keys, key=step_duration) == ["5T", "30T", "H", "D", "W", "M", "Q", "A"]
+    assert step_duration("W-SUN") == pd.Timedelta(days=7) and step_duration("15T") == pd.Timedelta(minutes=15)
+    assert step_duration("A-DEC") == pd.Timedelta(days=365)  # the whole year 2001, not the rest of 2000
+    with pytest.raises(UnknownFrequencyError):
+        step_duration("W-FOO")
 
 
 def test_seasonality_matches_gluonts_under_legacy_aliases() -> None:

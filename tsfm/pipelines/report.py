@@ -4,7 +4,8 @@
 ``all_results.csv`` and ``run.json`` per model) and writes ``reports/baselines.md`` with
 
 - one row per configuration and one column per model, raw MASE[0.5] and CRPS, then both divided by Seasonal Naive;
-- the geometric means of the normalised values, overall and per term (how GIFT-Eval's leaderboard ranks models);
+- the geometric means of the normalised values, overall, per term and per frequency (how GIFT-Eval's leaderboard
+  ranks and breaks down models);
 - win rates of every model against every baseline (share of configurations where it scores lower; ties count half);
 - the wall times and exact commands recorded in each ``run.json``;
 
@@ -41,6 +42,7 @@ from .evaluate import (
     read_results,
     select_configs,
     summarise,
+    summarise_by_frequency,
 )
 
 __all__ = ["BASELINE_ORDER", "markdown_report", "model_order", "win_rates", "write_report"]
@@ -185,6 +187,7 @@ def markdown_report(
             + [f"{_fmt(s[t]['MASE'])} / {_fmt(s[t]['CRPS'])} ({s[t]['n']})" if t in s else "—" for t in terms]
         )
     out += [*markdown_table(header, rows), ""]
+    out += _frequency_section(norm, models)
 
     baselines = [b for b in BASELINE_ORDER if b in models]
     out += ["## Win rates against each baseline (MASE / CRPS)", ""]
@@ -205,6 +208,19 @@ def markdown_report(
     out += _anchors_section(results)
     out += _runs_section(runs, models, command)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _frequency_section(norm: pd.DataFrame, models: Sequence[str]) -> list[str]:
+    """Normalised geometric means per frequency, the finest first, with the configurations behind each."""
+    by_freq = summarise_by_frequency(norm)
+    freqs = list(dict.fromkeys(f for m in models if m in by_freq for f in by_freq[m]))
+    rows = [
+        [m] + [f"{_fmt(s[f]['MASE'])} / {_fmt(s[f]['CRPS'])} ({s[f]['n']})" if f in s else "—" for f in freqs]
+        for m in models if (s := by_freq.get(m)) is not None
+    ]
+    return ["## Normalised geometric means per frequency (MASE / CRPS)", "",
+            "Configurations behind each mean in brackets: where they are few, so are the series and windows that "
+            "decide it.", "", *markdown_table(["model", *freqs], rows), ""]
 
 
 def _require_reference(models: pd.Series, reference: str) -> None:

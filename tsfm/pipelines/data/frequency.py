@@ -9,7 +9,8 @@ canonical form (so our files match GIFT-Eval's byte for byte in that field) and 
 - :func:`to_period_freq`: a period alias (``pd.Period``, gluonts' ``start`` field);
 - :func:`normalise_freq`: the base letter GIFT-Eval looks prediction lengths up with (``15T -> T``);
 - :func:`seasonality`: gluonts' ``get_seasonality`` of the alias, the MASE season GIFT-Eval uses;
-- :func:`freq_key`: the frequency part of a result key (``W-SUN -> W``, ``15T -> 15T``).
+- :func:`freq_key`: the frequency part of a result key (``W-SUN -> W``, ``15T -> 15T``);
+- :func:`step_duration`: how long one step of the alias lasts, to order frequencies from the finest.
 
 This module knows nothing of datasets; it must stay importable without gluonts.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "freq_key",
     "normalise_freq",
     "seasonality",
+    "step_duration",
     "to_pandas_freq",
     "to_period_freq",
 ]
@@ -164,6 +166,19 @@ def freq_key(alias: str) -> str:
     """
     to_pandas_freq(alias)
     return alias.split("-")[0]
+
+
+def step_duration(alias: str) -> pd.Timedelta:
+    """How long one step of the alias lasts, measured from the first step after 2000-01-01: ``5T`` 5 minutes,
+    ``W-SUN`` 7 days, ``M`` 29 days (February 2000), ``A`` 365 days. Calendar steps vary in length, so this orders
+    frequencies (finest first) rather than converting between them.
+
+    Raises:
+        UnknownFrequencyError: the alias is not a pandas frequency.
+    """
+    offset = to_offset(to_pandas_freq(alias))
+    first = pd.Timestamp("2000-01-01") + offset  # rolled onto the anchor, so the next step is a whole one
+    return (first + offset) - first
 
 
 def seasonality(alias: str) -> int:

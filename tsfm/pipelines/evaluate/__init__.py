@@ -21,7 +21,14 @@ The gluonts adapter is :mod:`tsfm.pipelines.predictor`, the statistical models :
 tables and plots :mod:`tsfm.pipelines.report`.
 """
 
-from .aggregate import NORMALISER, geometric_mean, normalise, paired_ratio_interval, summarise
+from .aggregate import (
+    NORMALISER,
+    geometric_mean,
+    normalise,
+    paired_ratio_interval,
+    summarise,
+    summarise_by_frequency,
+)
 from .configs import config_keys, select_configs
 from .errors import BenchmarkError, EvaluationError, UnknownConfigError, UnknownModelError
 from .models import EvalModel, eval_model, with_inference
@@ -70,5 +77,6 @@ __all__ = [
     "result_row",
     "select_configs",
     "summarise",
+    "summarise_by_frequency",
     "with_inference",
 ]

@@ -1,5 +1,5 @@
 """The leaderboard's aggregation: each configuration's MASE and CRPS divided by Seasonal Naive's, then geometric
-means per model, overall and per term."""
+means per model, overall, per term and per frequency."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..data.frequency import step_duration
 from ..data.gift_eval import Term
 from .protocol import CRPS, MASE
 
@@ -98,6 +99,22 @@ def summarise(normalised: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]
     for model, rows in normalised.groupby("model", sort=False):
         groups = {"overall": rows, **{t.value: rows[rows["term"] == t.value] for t in Term}}
         out[str(model)] = {name: _means(g) for name, g in groups.items() if len(g)}
+    return out
+
+
+def summarise_by_frequency(normalised: pd.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
+    """Geometric means of normalised MASE and CRPS per model and frequency (the middle part of a
+    ``name/freq/term`` key): ``{model: {freq: {"MASE", "CRPS", "n"}}}``, the finest frequency first.
+
+    GIFT-Eval's leaderboard breaks results down by frequency too; ``n`` says how many configurations stand behind
+    each mean, which on a small benchmark may be one or two datasets of a single series.
+    """
+    freq = normalised["dataset"].str.split("/").str[-2]
+    order = sorted(freq.unique(), key=step_duration)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for model, rows in normalised.groupby("model", sort=False):
+        of_rows = freq.loc[rows.index]
+        out[str(model)] = {f: _means(rows[of_rows == f]) for f in order if (of_rows == f).any()}
     return out
 
 
