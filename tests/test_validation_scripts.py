@@ -216,6 +216,7 @@ def test_judge_breakdowns_are_geometric_means_of_ratios_per_frequency_term_and_c
     by_frequency = ratio_breakdown(scores, ["x"], "frequency")["x"]
     assert by_frequency["H"] == pytest.approx((2.0 * 8.0 * 1.0) ** (1 / 3))
     assert by_frequency["D"] == pytest.approx(0.25) and by_frequency["all"] == pytest.approx(overall)
+    assert list(by_frequency.index) == ["H", "D", "all"]  # the finest frequency first, the pool last
     by_term = ratio_breakdown(scores, ["x"], "term")["x"]
     assert by_term["short"] == pytest.approx(4.0) and by_term["long"] == pytest.approx(0.5)
     by_configuration = ratio_breakdown(scores, ["x"], "configuration")["x"]
