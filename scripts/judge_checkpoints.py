@@ -37,7 +37,7 @@ from validation_forecast import main as validation_forecast
 from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
 from tsfm.config import ModelConfig
 from tsfm.pipelines.data.frequency import step_duration
-from tsfm.pipelines.evaluate import normalise, paired_ratio_interval, read_results
+from tsfm.pipelines.evaluate import key_part, normalise, paired_ratio_interval, read_results
 from tsfm.pipelines.report import markdown_table
 
 SPANS_BACK = (2, 3)
@@ -84,9 +84,9 @@ def benchmark_verdicts(scores: pd.DataFrame, candidates: list[str]) -> dict[str,
     return out
 
 
-BREAKDOWNS = {"frequency": 1, "term": 2, "configuration": None}
-"""The groupings of :func:`ratio_breakdown`: the part of a configuration key (``dataset/FREQ/term``) each groups
-by, or None for the whole key."""
+BREAKDOWNS = {"frequency": "freq", "term": "term", "configuration": None}
+"""The groupings of :func:`ratio_breakdown`: the part of a configuration key (``dataset/FREQ/term``,
+:func:`tsfm.pipelines.evaluate.key_part`) each groups by, or None for the whole key."""
 
 
 def ratio_breakdown(scores: pd.DataFrame, candidates: list[str], by: str = "frequency") -> pd.DataFrame:
@@ -101,7 +101,7 @@ def ratio_breakdown(scores: pd.DataFrame, candidates: list[str], by: str = "freq
         ratio = np.log(keyed.loc[name] / keyed.loc[REFERENCE_NAME]).dropna()
         ratio = ratio[np.isfinite(ratio)]
         dataset = ratio.index.get_level_values("dataset")
-        groups = dataset if part is None else dataset.str.split("/").str[part]
+        groups = dataset if part is None else key_part(dataset, part)
         by_group = np.exp(ratio.groupby(groups).mean())
         if by == "frequency":  # the finest first, as the benchmark report orders them
             by_group = by_group.sort_index(key=lambda index: index.map(step_duration))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .data.frequency import step_duration
 from .data.gift_eval import GiftEvalDataset
 from .evaluate import (
     CRPS,
@@ -213,7 +214,7 @@ def markdown_report(
 def _frequency_section(norm: pd.DataFrame, models: Sequence[str]) -> list[str]:
     """Normalised geometric means per frequency, the finest first, with the configurations behind each."""
     by_freq = summarise_by_frequency(norm)
-    freqs = list(dict.fromkeys(f for m in models if m in by_freq for f in by_freq[m]))
+    freqs = sorted({f for means in by_freq.values() for f in means}, key=step_duration)
     rows = [
         [m] + [f"{_fmt(s[f]['MASE'])} / {_fmt(s[f]['CRPS'])} ({s[f]['n']})" if f in s else "—" for f in freqs]
         for m in models if (s := by_freq.get(m)) is not None

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..backbones.registry import parse_backbone_spec
-from .evaluate.aggregate import geometric_mean
+from .evaluate.aggregate import geometric_mean, key_part
 from .report import agg_figure, markdown_table
 from .sweep import BUDGET_RULE, RECIPES, SHORT_CONTEXTS, recipes_record, recorded_recipes
 
@@ -190,8 +190,7 @@ def breakdown(frame: pd.DataFrame, part: str) -> pd.DataFrame:
     The config key is ``dataset/FREQ/term``; rows of every seed are pooled, which is the geometric mean of the
     per-seed geometric means when every seed scored the same configurations.
     """
-    index = {"freq": 1, "term": -1}[part]
-    keyed = frame.assign(**{part: frame["dataset"].astype(str).str.split("/").str[index]})
+    keyed = frame.assign(**{part: key_part(frame["dataset"], part)})
     rows = []
     for (backbone, value), group in keyed.groupby(["backbone", part]):
         rows.append({"backbone": backbone, part: value, "MASE": geometric_mean(group["MASE_normalised"]),

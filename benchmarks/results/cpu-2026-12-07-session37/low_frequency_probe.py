@@ -19,7 +19,7 @@ from statsforecast import StatsForecast
 from statsforecast.models import AutoTheta
 
 from tsfm.checkpoint import load_model
-from tsfm.pipelines.data.frequency import seasonality, to_pandas_freq
+from tsfm.pipelines.data.frequency import seasonality
 from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 
 CONFIGS = ["m3_yearly", "m3_other", "m3_quarterly", "tourism_quarterly", "m3_monthly", "nn3"]
@@ -65,7 +65,6 @@ def main() -> None:
           "moves by more than one scale (windows)")
     for name in CONFIGS:
         contexts, truth, freq = windows(args.benchmark, name)
-        to_pandas_freq(freq)  # a clear error for an alias the running pandas refuses
         horizon = truth.shape[1]
         last = np.array([c[-1] for c in contexts])[:, None]
         scale = np.array([np.mean(np.abs(np.diff(c))) if len(c) > 1 else np.nan for c in contexts])

@@ -24,6 +24,7 @@ tables and plots :mod:`tsfm.pipelines.report`.
 from .aggregate import (
     NORMALISER,
     geometric_mean,
+    key_part,
     normalise,
     paired_ratio_interval,
     summarise,
@@ -70,6 +71,7 @@ __all__ = [
     "format_summary",
     "geometric_mean",
     "gift_eval_metrics",
+    "key_part",
     "machine",
     "normalise",
     "paired_ratio_interval",

@@ -16,6 +16,14 @@ from .protocol import CRPS, MASE
 NORMALISER = "seasonal_naive"
 """The model every score is divided by, per configuration."""
 
+KEY_PARTS = {"freq": -2, "term": -1}
+"""The parts of a result key ``dataset/FREQ/term`` read from its end, by position."""
+
+
+def key_part(keys: pd.Series | pd.Index, part: str) -> pd.Series | pd.Index:
+    """One part (:data:`KEY_PARTS`) of every result key in ``keys``: ``"yosemite_temps/5T/long"`` -> ``"5T"``."""
+    return keys.astype(str).str.split("/").str[KEY_PARTS[part]]
+
 
 def geometric_mean(values: Sequence[float] | np.ndarray | pd.Series) -> float:
     """``exp(mean(log(values)))``, the leaderboard's aggregate of normalised scores.
@@ -81,7 +89,7 @@ def normalise(results: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
         {
             "dataset": merged["dataset"].to_numpy(),
             "model": merged["model"].to_numpy(),
-            "term": merged["dataset"].str.rsplit("/", n=1).str[-1].to_numpy(),
+            "term": key_part(merged["dataset"], "term").to_numpy(),
             "MASE": (merged[MASE] / base.loc[merged["dataset"], MASE].to_numpy()).to_numpy(),
             "CRPS": (merged[CRPS] / base.loc[merged["dataset"], CRPS].to_numpy()).to_numpy(),
         }
@@ -109,7 +117,7 @@ def summarise_by_frequency(normalised: pd.DataFrame) -> dict[str, dict[str, dict
     GIFT-Eval's leaderboard breaks results down by frequency too; ``n`` says how many configurations stand behind
     each mean, which on a small benchmark may be one or two datasets of a single series.
     """
-    freq = normalised["dataset"].str.split("/").str[-2]
+    freq = key_part(normalised["dataset"], "freq")
     order = sorted(freq.unique(), key=step_duration)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for model, rows in normalised.groupby("model", sort=False):
