@@ -428,6 +428,52 @@ def test_slices_weighted_by_their_scored_steps_give_the_whole_batch_loss():
     torch.testing.assert_close(weighted, whole)
 
 
+def test_with_window_balance_slices_weighted_by_their_windows_give_the_whole_batch_loss():
+    """The same identity for the balanced loss, a mean over windows: each slice counts by its windows with a
+    scored step (what ``PretrainModule._share_of_global_loss`` weighs by when ``window_balance`` is set)."""
+    from tsfm.model import Forecaster
+    from tsfm.pipelines.data.batches import BatchSampler
+    from tsfm.pipelines.train import batch_config
+
+    torch.manual_seed(0)
+    model = Forecaster(tiny_model())
+    batch = BatchSampler(batch_config(tiny_model(), tiny_run()), corpus(12, 0), prior=walk_prior).draw(0)
+    windows = model.scored_steps(batch.context, batch.target).gt(0).long()
+    halves, balance = (slice(0, 3), slice(3, 8)), 0.05
+    with torch.no_grad():
+        whole = model.training_loss(batch.context, batch.target, hidden_patches=batch.hidden_patches,
+                                    window_balance=balance)
+        weighted = sum(model.training_loss(batch.context[rows], batch.target[rows],
+                                           hidden_patches=batch.hidden_patches[rows], window_balance=balance)
+                       * windows[rows].sum() for rows in halves) / windows.sum()
+        pooled = model.training_loss(batch.context, batch.target, hidden_patches=batch.hidden_patches)
+    torch.testing.assert_close(weighted, whole)
+    assert not torch.isclose(whole, pooled)
+
+
+def test_a_window_balanced_run_validates_on_its_own_loss_and_logs_the_plain_one(tmp_path, capsys):
+    """With ``window_balance`` the validation loss (the checkpoint choice) is the balanced loss and the plain pinball
+    loss is logged beside it; ``--window-balance`` reaches the run's recorded settings; a floor <= 0 is refused."""
+    out = tmp_path / "run"
+    train(tiny_model(), tiny_run(steps=2, val_every=2, window_balance=0.1), out, real=corpus(12, 0),
+          validation=corpus(3, 1), prior=walk_prior, progress=False, accelerator="cpu")
+    metrics = read_metrics(out).dropna(subset=["val_loss"])
+    assert len(metrics) == 1 and metrics["val_pinball"].notna().all()
+    model = load_model(out / "model")
+    batches = validation_batches(model.config, tiny_run(), corpus(3, 1), "cpu")
+    with torch.no_grad():
+        balanced = np.mean([model.training_loss(b.context, b.target, window_balance=0.1).item() for b in batches])
+        plain = np.mean([model.training_loss(b.context, b.target).item() for b in batches])
+    # the exported weights are stored in bfloat16: close, not equal
+    np.testing.assert_allclose(metrics[["val_loss", "val_pinball"]].iloc[0], [balanced, plain], rtol=2e-3)
+    assert main(["train", "--out", str(tmp_path / "cli"), "--steps", "1", "--batch-size", "4", "--context-length",
+                 "64", "--pool-size", "16", "--accelerator", "cpu", "--preset", "1M", "--window-balance", "0.1"]) == 0
+    training = json.loads((tmp_path / "cli" / "model" / "config.json").read_text())["training"]
+    assert training["train_config"]["window_balance"] == 0.1
+    assert main(["train", "--out", str(tmp_path / "bad"), "--window-balance", "0"]) == 2
+    assert "window_balance must be > 0" in capsys.readouterr().err
+
+
 def test_ddp_over_two_processes_follows_the_one_process_trajectory(one_device_run, tmp_path):
     """Two gloo processes, each on its half of the same global batch, take the steps one process takes."""
     two = tmp_path / "two"

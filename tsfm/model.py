@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 from tsfm.backbones import build_backbone
 from tsfm.config import DECODINGS, ModelConfig, naive_blend_problem
-from tsfm.heads import QuantileHead, pinball_loss, quantile_match_loss
+from tsfm.heads import QuantileHead, balanced_pinball_loss, pinball_loss, quantile_match_loss
 from tsfm.mlp import ResidualMLP
 from tsfm.naive_blend import blend_with_seasonal_naive
 from tsfm.patching import PatchEmbedding, contiguous_patch_mask, patch_tokens, patchify
@@ -392,6 +392,7 @@ class Forecaster(nn.Module):
         hidden_patches: torch.Tensor | None = None,
         teacher: Forecaster | None = None,
         distill_weight: float = 0.0,
+        window_balance: float | None = None,
     ) -> torch.Tensor:
         """Pinball loss of next-patch forecasts over the context and the future (DESIGN §2.5).
 
@@ -407,6 +408,8 @@ class Forecaster(nn.Module):
                 ``(1 - distill_weight) * pinball + distill_weight * quantile_match_loss`` against the teacher's
                 quantiles for the same tokens, read from the same visible context in the same scale (no gradient).
             distill_weight: the teacher's share of the loss, in [0, 1].
+            window_balance: ``None``: the pinball loss pooled over the batch's steps; a float: each window's
+                pinball loss by its logarithm, :func:`tsfm.heads.balanced_pinball_loss` with this ``balance``.
         Every token's forecast of the following patch is scored wherever that patch has values, so the context
         itself supervises next-patch prediction and the masked future tokens supervise the horizon. The scale is
         fitted on what the model sees (hidden patches excluded), exactly as at inference.
@@ -427,7 +430,10 @@ class Forecaster(nn.Module):
             visible = context.masked_fill(hidden_patches.repeat_interleave(patch, dim=1), float("nan"))
         out = self(visible, num_future_tokens=num_out_future - 1)
         truth = self.next_patch_truth(context, target, out.scale)
-        loss = pinball_loss(out.quantiles, truth, self.quantile_levels)
+        if window_balance is None:
+            loss = pinball_loss(out.quantiles, truth, self.quantile_levels)
+        else:
+            loss = balanced_pinball_loss(out.quantiles, truth, self.quantile_levels, window_balance)
         if teacher is None:
             return loss
         with torch.no_grad():

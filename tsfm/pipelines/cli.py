@@ -94,6 +94,9 @@ if TYPE_CHECKING:
              "every training window (same patch size and levels; one teacher forward per step)"),
     arg("--distill-weight", type=float, default=None,
         help="the teacher's share of the training loss, in [0, 1] (default: 0.5; with --teacher)"),
+    arg("--window-balance", type=float, default=None, metavar="FLOOR",
+        help="train on the mean over windows of log(window's pinball loss + FLOOR), each window weighted by its "
+             "relative error, instead of the pinball loss pooled over steps (validation too; default: pooled)"),
 )
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
@@ -123,6 +126,7 @@ def train_command(args: argparse.Namespace) -> int:
             max_minutes=args.max_minutes, compile=gpu if args.compile is None else args.compile, devices=args.devices,
             grown_lr_scale=args.grown_lr_scale, teacher=args.teacher,
             distill_weight=0.5 if args.distill_weight is None else args.distill_weight,
+            window_balance=args.window_balance,
         )
         real = validation = None
         mix = "" if train_config.prior_mix is None else f", mix {args.prior_mix}"

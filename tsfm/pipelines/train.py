@@ -95,6 +95,11 @@ class TrainConfig:
             signal per window than the observed values alone. Same patch size and quantile levels; read on every
             training step, so it costs a teacher forward per step. Validation stays the plain pinball loss.
         distill_weight: the teacher's share of the training loss, in [0, 1] (with ``teacher``).
+        window_balance: ``None``: the pinball loss pooled over the batch's steps; a float > 0: the mean over windows
+            of the logarithm of each window's pinball loss plus this floor (:func:`tsfm.heads.balanced_pinball_loss`:
+            every window weighted by its relative error, as the benchmark's ratios weigh configurations). The
+            validation loss, which picks the exported checkpoint, is then the same loss (``val_pinball`` logs the
+            plain one beside it).
     """
 
     steps: int = 1000
@@ -126,6 +131,7 @@ class TrainConfig:
     grown_lr_scale: float = 1.0
     teacher: str | None = None
     distill_weight: float = 0.5
+    window_balance: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -148,6 +154,8 @@ class TrainConfig:
                 problems.append(f"prior_mix: {err}")
         if not 0.0 <= self.distill_weight <= 1.0:
             problems.append(f"distill_weight must be in [0, 1], got {self.distill_weight!r}")
+        if self.window_balance is not None and not self.window_balance > 0:
+            problems.append(f"window_balance must be > 0 (or None), got {self.window_balance!r}")
         if not self.grown_lr_scale > 0:
             problems.append(f"grown_lr_scale must be > 0, got {self.grown_lr_scale!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
@@ -250,6 +258,7 @@ class PretrainModule(L.LightningModule):
         # not saved in checkpoints, not in the optimizer
         self._distillation: dict[str, Any] = {} if teacher is None else {
             "teacher": teacher, "distill_weight": train_config.distill_weight}
+        self._balance = {} if train_config.window_balance is None else {"window_balance": train_config.window_balance}
         self.sampler: BatchSampler | None = None
         self.val_data: list[Batch] = []
         self.tokens_per_window = train_config.context_length // model_config.patch_size \
@@ -267,7 +276,8 @@ class PretrainModule(L.LightningModule):
     def training_step(self, _tick: Any, _index: int) -> torch.Tensor:
         batch = self.sampler.draw(self.global_step)
         if self.trainer.world_size == 1:
-            loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches, **self._distillation)
+            loss = self.loss(batch.context, batch.target, hidden_patches=batch.hidden_patches, **self._distillation,
+                             **self._balance)
         else:
             loss = self._share_of_global_loss(batch)
         self.log("train_loss", loss, on_step=True, prog_bar=True, batch_size=batch.context.shape[0],
@@ -284,24 +294,31 @@ class PretrainModule(L.LightningModule):
         does not depend on the device count. Slicing one drawn batch rather than seeding a sampler per rank is what
         makes resuming on another device count exact.
 
-        The loss is a mean over the scored target steps, and slices hold different numbers of them (padding,
-        missing values), so a plain mean of the slices' losses is not the batch's loss. Each slice's loss is
-        weighted by its share of the batch's scored steps (counted on the whole batch, which every process has)
-        times ``world_size``, undoing DDP's division by the process count.
+        The loss is a mean over the scored target steps (over the windows with any, with ``window_balance``), and
+        slices hold different numbers of them (padding, missing values), so a plain mean of the slices' losses is
+        not the batch's loss. Each slice's loss is weighted by its share of the batch's scored steps (windows)
+        counted on the whole batch, which every process has, times ``world_size``, undoing DDP's division by the
+        process count.
         """
         world, rank = self.trainer.world_size, self.trainer.global_rank
         rows = slice(rank * batch.context.shape[0] // world, (rank + 1) * batch.context.shape[0] // world)
         counts = self.model.scored_steps(batch.context, batch.target)
+        if self._balance:
+            counts = counts.gt(0).long()  # a mean over windows
         share = counts[rows].sum() / counts.sum().clamp(min=1)
         loss = self.loss(batch.context[rows], batch.target[rows], hidden_patches=batch.hidden_patches[rows],
-                         **self._distillation)
+                         **self._distillation, **self._balance)
         return loss * (share * world).to(loss.dtype)
 
     def validation_step(self, index: torch.Tensor, _index: int) -> None:
         batch = self.val_data[int(index)]
-        loss = self.loss(batch.context, batch.target)  # the whole fixed batch on every process: equal everywhere
+        # the whole fixed batch on every process: equal everywhere
+        loss = self.loss(batch.context, batch.target, **self._balance)
         self.log("val_loss", loss, on_epoch=True, prog_bar=True, batch_size=batch.context.shape[0],
                  sync_dist=self.trainer.world_size > 1)
+        if self._balance:
+            self.log("val_pinball", self.loss(batch.context, batch.target), on_epoch=True,
+                     batch_size=batch.context.shape[0], sync_dist=self.trainer.world_size > 1)
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, **_: Any) -> None:
         """Clip by global norm here rather than through Lightning, which refuses to clip for fused AdamW (it assumes
