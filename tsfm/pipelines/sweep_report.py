@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..backbones.registry import parse_backbone_spec
+from .data.frequency import step_duration
 from .evaluate.aggregate import geometric_mean, key_part
 from .report import agg_figure, markdown_table
 from .sweep import BUDGET_RULE, RECIPES, SHORT_CONTEXTS, recipes_record, recorded_recipes
@@ -258,7 +259,7 @@ def breakdown_section(frame: pd.DataFrame, decoding: str, presets: Sequence[str]
     lines = [f"#### {decoding}, preset {preset}", ""]
     for part, label in (("freq", "frequency"), ("term", "term")):
         table = breakdown(rows_here, part)
-        values = sorted(table[part].unique(), key=_term_key if part == "term" else str)
+        values = sorted(table[part].unique(), key=_term_key if part == "term" else step_duration)
         backbones = sorted(table["backbone"].unique())
         rows = []
         for backbone in backbones:
