@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -106,7 +107,8 @@ class _FirstWeights(L.Callback):
         self.seen.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
 
 
-def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path):
+def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="lightning.pytorch")
     common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
     train(tiny_model(), tiny_run(steps=10), tmp_path / "whole", **common)
     train(tiny_model(), tiny_run(steps=10), tmp_path / "split", callbacks=[_StopAt(5)], **common)
@@ -120,6 +122,7 @@ def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path
     np.testing.assert_allclose(b.to_numpy(), a.to_numpy(), rtol=1e-6, atol=0)
     provenance = json.loads((tmp_path / "split" / "provenance.json").read_text())
     assert provenance["steps"] == 10
+    assert "checkpoint" in caplog.text and "weights_only" not in caplog.text  # the resume checkpoints say it
 
 
 def test_a_call_that_trains_no_step_still_reports_the_last_logged_training_loss(tmp_path):

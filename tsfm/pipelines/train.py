@@ -381,10 +381,15 @@ class _ResumePoint(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
         module.log("train_seconds", self.elapsed(), on_step=True, on_epoch=False, rank_zero_only=True)
         if trainer.global_step % self.every == 0:
-            trainer.save_checkpoint(self.path)
+            self.save(trainer)
 
     def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        trainer.save_checkpoint(self.path)
+        self.save(trainer)
+
+    def save(self, trainer: L.Trainer) -> None:
+        """The whole training state, optimizer, loops and callbacks included (what exact resume reads); said
+        explicitly, which also spares every save Lightning's log line about the unset ``weights_only``."""
+        trainer.save_checkpoint(self.path, weights_only=False)
 
 
 class _CallBudget(L.pytorch.callbacks.Timer):
