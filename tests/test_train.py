@@ -475,6 +475,8 @@ def test_a_window_balanced_run_validates_on_its_own_loss_and_logs_the_plain_one(
     assert training["train_config"]["window_balance"] == 0.1
     assert main(["train", "--out", str(tmp_path / "bad"), "--window-balance", "0"]) == 2
     assert "window_balance must be > 0" in capsys.readouterr().err
+    with pytest.raises(TrainingError, match="window_balance and teacher do not combine"):
+        tiny_run(window_balance=0.1, teacher="default")
 
 
 def test_ddp_over_two_processes_follows_the_one_process_trajectory(one_device_run, tmp_path):

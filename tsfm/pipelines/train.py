@@ -99,7 +99,7 @@ class TrainConfig:
             of the logarithm of each window's pinball loss plus this floor (:func:`tsfm.heads.balanced_pinball_loss`:
             every window weighted by its relative error, as the benchmark's ratios weigh configurations). The
             validation loss, which picks the exported checkpoint, is then the same loss (``val_pinball`` logs the
-            plain one beside it).
+            plain one beside it). Not with ``teacher``.
     """
 
     steps: int = 1000
@@ -156,6 +156,9 @@ class TrainConfig:
             problems.append(f"distill_weight must be in [0, 1], got {self.distill_weight!r}")
         if self.window_balance is not None and not self.window_balance > 0:
             problems.append(f"window_balance must be > 0 (or None), got {self.window_balance!r}")
+        if self.window_balance is not None and self.teacher is not None:
+            problems.append("window_balance and teacher do not combine: the distillation term is pooled over steps, "
+                            "the balanced loss is a mean over windows")
         if not self.grown_lr_scale > 0:
             problems.append(f"grown_lr_scale must be > 0, got {self.grown_lr_scale!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
