@@ -111,10 +111,17 @@ def main(argv: list[str] | None = None) -> int:
         if too_short:
             print(f"{name}: skipped {len(too_short)} configuration(s) whose series are too short for windows "
                   f"{args.spans_back} test spans back: {', '.join(too_short)}")
-        frame = pd.DataFrame(rows)
         (args.out / name).mkdir(parents=True, exist_ok=True)
+        if not rows:  # no results file rather than an empty one, nor a stale one from an earlier call
+            (args.out / name / RESULTS_FILE).unlink(missing_ok=True)
+            print(f"{name}: no configuration could be scored {args.spans_back} test spans back")
+            continue
+        frame = pd.DataFrame(rows)
         frame.to_csv(args.out / name / RESULTS_FILE, index=False)
         normalised = normalise(frame, baseline)
+        if normalised.empty:  # the raw results stand; a caller normalises them by Seasonal Naive on other windows
+            print(f"{name}: wrote raw results; {args.normaliser} holds none of its configurations to normalise by")
+            continue
         means = summarise(normalised)[name]
         beats = int((normalised["MASE"] < 1).sum())
         summary[name] = {"seconds": round(time.perf_counter() - started, 1), "beats_seasonal_naive_mase": beats,

@@ -15,10 +15,13 @@ only if
 Every model is scored with the reference's inference settings (decoding, ``infer_nonnegative``, ``naive_blend``),
 so a candidate is judged as it would ship. Writes ``OUT/judge.md`` and ``OUT/judge.json`` (the verdicts, then each
 candidate's MASE ratio to the reference per frequency, term and configuration: where it gains or loses) and every
-model's ``all_results.csv`` per span under ``OUT/spans_back_N/``.
+model's ``all_results.csv`` per span under ``OUT/spans_back_N/``. ``--watch CONFIG`` adds one configuration's
+MASE relative to Seasonal Naive per span (2 to 8 by default) and model, the view of a per-configuration must
+(``yosemite_temps/5T/long``: issue 11), scored under ``OUT/watch/``.
 
     PYTHONPATH=. python scripts/judge_checkpoints.py runs/a/model [runs/b/model ...] --benchmark data/benchmark \
-        --real-data data/device/pretrain --out OUT [--reference default] [--device cpu]
+        --real-data data/device/pretrain --out OUT [--reference default] [--device cpu] \
+        [--watch yosemite_temps/5T/long]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +45,7 @@ from tsfm.pipelines.evaluate import key_part, normalise, paired_ratio_interval, 
 from tsfm.pipelines.report import markdown_table
 
 SPANS_BACK = (2, 3)
+WATCH_SPANS = (2, 3, 4, 5, 6, 7, 8)
 METRICS = ("MASE", "CRPS")
 REFERENCE_NAME = "reference"
 
@@ -51,14 +56,18 @@ def inference_settings(config: ModelConfig) -> list[str]:
             "--naive-blend", config.naive_blend]
 
 
-def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list[str]) -> pd.DataFrame:
-    """Normalised MASE and CRPS of every model on every span, one row per (model, configuration, span)."""
+def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list[str], spans_back: Sequence[int],
+                out_root: Path, configs: Sequence[str] = ()) -> pd.DataFrame:
+    """Normalised MASE and CRPS of every model on every span (under ``out_root/spans_back_N``), one row per (model,
+    configuration, span); ``configs``: only these configurations (default: all)."""
     frames = []
-    for spans in args.spans_back:
-        out = args.out / f"spans_back_{spans}"
+    for spans in spans_back:
+        out = out_root / f"spans_back_{spans}"
         common = ["--benchmark", str(args.benchmark), "--out", str(out), "--spans-back", str(spans),
-                  *(["--device", args.device] if args.device else [])]
+                  *(["--device", args.device] if args.device else []), *(["--configs", *configs] if configs else [])]
         score_checkpoints(["seasonal_naive", *common])
+        if not (out / "seasonal_naive" / "all_results.csv").is_file():
+            continue  # no chosen configuration reaches this far back (eval_checkpoints.py said so)
         score_checkpoints([*models.values(), "--names", *models, "--normaliser",
                            str(out / "seasonal_naive" / "all_results.csv"), *settings, *common])
         results = pd.concat([read_results(out / name) for name in models], ignore_index=True)
@@ -109,6 +118,19 @@ def ratio_breakdown(scores: pd.DataFrame, candidates: list[str], by: str = "freq
     return pd.DataFrame(columns)
 
 
+def watch_table(scores: pd.DataFrame, config: str, names: Sequence[str]) -> pd.DataFrame:
+    """One configuration's MASE relative to Seasonal Naive per model (rows) and span (columns), with the geometric
+    mean over the spans and how many spans lie below Seasonal Naive: the per-configuration view a must such as
+    "below Seasonal Naive on every 5-minute configuration" needs, on more windows than the verdict's two spans (a
+    configuration of one series gets three windows a span). NaN where a span could not be scored."""
+    mase = scores[scores["dataset"] == config].pivot_table(index="model", columns="spans_back", values="MASE")
+    mase = mase.reindex(index=list(names))
+    table = mase.copy()
+    table["geometric mean"] = np.exp(np.log(mase).mean(axis=1))
+    table["spans below"] = (mase < 1).sum(axis=1).astype(str) + f" of {mase.shape[1]}"
+    return table
+
+
 def validation_verdicts(models: dict[str, str], args: argparse.Namespace, blend: str, clamp: bool
                         ) -> dict[str, list[float] | None]:
     """Each candidate's paired ratio over the held-out datasets (``validation_forecast.py``), with the reference's
@@ -129,6 +151,11 @@ def verdict(bench: dict[str, list[float] | int], validation: list[float] | None)
     return "ships" if below and held_out else "does not ship"
 
 
+def comma_separated_spans(text: str) -> tuple[int, ...]:
+    """``"2,3"`` -> ``(2, 3)``."""
+    return tuple(int(value) for value in text.split(","))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("candidates", nargs="+", help="checkpoint folders to judge")
@@ -137,12 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real-data", type=Path, required=True, help="the pretraining corpus (held-out windows)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default=None)
-    parser.add_argument("--spans-back", type=lambda s: tuple(int(v) for v in s.split(",")), default=SPANS_BACK,
+    parser.add_argument("--spans-back", type=comma_separated_spans, default=SPANS_BACK,
                         help="comma-separated spans of windows before the series' ends (default 2,3; 1 would be "
                              "the test windows, which never judge)")
+    parser.add_argument("--watch", action="append", default=[], metavar="CONFIG",
+                        help="also score this configuration (dataset/FREQ/term) alone on --watch-spans and print its "
+                             "MASE relative to Seasonal Naive per span and model (repeatable; not part of the "
+                             "verdict)")
+    parser.add_argument("--watch-spans", type=comma_separated_spans, default=WATCH_SPANS,
+                        help="spans of the --watch tables (default 2,...,8; 2 or more)")
     args = parser.parse_args(argv)
-    if min(args.spans_back) < 2:
-        parser.error(f"--spans-back takes spans of 2 or more (1 is the test windows), got {args.spans_back}")
+    for flag, given in (("--spans-back", args.spans_back), ("--watch-spans", args.watch_spans)):
+        if min(given) < 2:
+            parser.error(f"{flag} takes spans of 2 or more (1 is the test windows), got {given}")
     names = [result_name(c) for c in args.candidates]
     if len(set(names)) < len(names) or REFERENCE_NAME in names:
         parser.error(f"candidates need distinct folder names other than {REFERENCE_NAME!r}, got {names}")
@@ -151,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = inference_settings(config)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    scores = score_spans(models, args, settings)
+    scores = score_spans(models, args, settings, args.spans_back, args.out)
+    watched = score_spans(models, args, settings, args.watch_spans, args.out / "watch", args.watch) \
+        if args.watch else None
     bench = benchmark_verdicts(scores, names)
     breakdowns = {by: ratio_breakdown(scores, names, by) for by in BREAKDOWNS}
     validation = validation_verdicts(models, args, config.naive_blend, config.infer_nonnegative)
@@ -175,11 +211,23 @@ def main(argv: list[str] | None = None) -> int:
             "verdict):", "",
             *markdown_table([by, *names], ([index, *(f"{value:.3f}" for value in row)]
                                            for index, row in breakdown.iterrows())), ""])
+    watch = {config: watch_table(watched, config, list(models)) for config in args.watch}
+    for config, table in watch.items():
+        text += "\n".join([
+            "", f"`{config}` alone, MASE / Seasonal Naive's on the same windows, per span back (not part of the "
+            "verdict):", "",
+            *markdown_table(["model", *map(str, table.columns)],
+                            ([name, *("-" if isinstance(v, float) and np.isnan(v) else
+                                      v if isinstance(v, str) else f"{v:.3f}" for v in row)]
+                             for name, row in table.iterrows())), ""])
     (args.out / "judge.md").write_text(text)
     (args.out / "judge.json").write_text(json.dumps({"reference": args.reference, "settings": settings,
                                                      "spans_back": list(args.spans_back), "candidates": judged,
                                                      **{f"mase_ratio_by_{by}": breakdown.to_dict()
-                                                        for by, breakdown in breakdowns.items()}},
+                                                        for by, breakdown in breakdowns.items()},
+                                                     "watch": {config: {name: {str(k): v for k, v in row.items()}
+                                                                        for name, row in table.iterrows()}
+                                                               for config, table in watch.items()}},
                                                     indent=2) + "\n")
     print(text)
     return 0

@@ -175,7 +175,8 @@ def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_n
                training={"train_config": {"context_length": 64, "batch_size": 16, "val_batches": 2}})
     printed = _run("judge_checkpoints.py", str(tmp_path / "same" / "model"), str(tmp_path / "other" / "model"),
                    "--reference", str(checkpoint), "--benchmark", str(tmp_path / "bench"), "--real-data",
-                   str(corpus), "--out", str(tmp_path / "judge"), "--device", "cpu")
+                   str(corpus), "--out", str(tmp_path / "judge"), "--device", "cpu", "--watch", "m4_daily/D/short",
+                   "--watch-spans", "2,3,4,5")
     judged = json.loads((tmp_path / "judge" / "judge.json").read_text())["candidates"]
     assert judged["same"]["benchmark"]["MASE"] == [1.0, 1.0, 1.0] and judged["same"]["verdict"] == "does not ship"
     assert judged["same"]["benchmark"]["units"] == judged["other"]["benchmark"]["units"] == 4  # 2 configs x 2 spans
@@ -192,6 +193,37 @@ def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_n
     refused = _call("judge_checkpoints.py", str(tmp_path / "other" / "model"), "--spans-back", "1,2", "--benchmark",
                     str(tmp_path / "bench"), "--real-data", str(corpus), "--out", str(tmp_path / "z"))
     assert refused.returncode == 2 and "1 is the test windows" in refused.stderr
+    refused = _call("judge_checkpoints.py", str(tmp_path / "other" / "model"), "--watch", "m4_daily/D/short",
+                    "--watch-spans", "1,2", "--benchmark", str(tmp_path / "bench"), "--real-data", str(corpus),
+                    "--out", str(tmp_path / "z"))
+    assert refused.returncode == 2 and "--watch-spans takes spans of 2 or more" in refused.stderr
+
+
+def test_judge_watch_table_is_one_configurations_mase_per_span_with_its_geometric_mean_and_spans_below(
+        checkpoint_and_corpus, tmp_path):
+    """``--watch``: the configuration alone, scored on every watched span against Seasonal Naive on the same windows;
+    a span too far back for the series is skipped and shows as "-", not as another span's score."""
+    checkpoint, corpus = checkpoint_and_corpus
+    _tiny_benchmark(tmp_path / "bench", daily_length=200)  # daily: one window of 14 steps a span; 20 spans do not fit
+    shutil.copytree(checkpoint, tmp_path / "same" / "model")
+    _run("judge_checkpoints.py", str(tmp_path / "same" / "model"), "--reference", str(checkpoint), "--benchmark",
+         str(tmp_path / "bench"), "--real-data", str(corpus), "--out", str(tmp_path / "judge"), "--device", "cpu",
+         "--watch", "m4_daily/D/short", "--watch-spans", "2,3,20")
+    watch = json.loads((tmp_path / "judge" / "judge.json").read_text())["watch"]["m4_daily/D/short"]
+    assert set(watch) == {"reference", "same"}
+    reference, same = watch["reference"], watch["same"]
+    assert reference == same  # the same checkpoint: the same scores on every span
+    naive = {s: pd.read_csv(tmp_path / "judge" / "watch" / f"spans_back_{s}" / "seasonal_naive" / "all_results.csv")
+             for s in (2, 3)}
+    model = {s: pd.read_csv(tmp_path / "judge" / "watch" / f"spans_back_{s}" / "reference" / "all_results.csv")
+             for s in (2, 3)}
+    column = "eval_metrics/MASE[0.5]"
+    expected = {s: model[s][column].iloc[0] / naive[s][column].iloc[0] for s in (2, 3)}
+    assert reference["2"] == pytest.approx(expected[2]) and reference["3"] == pytest.approx(expected[3])
+    assert "20" not in reference  # too far back for 200 steps: not scored
+    assert reference["geometric mean"] == pytest.approx(float(np.sqrt(expected[2] * expected[3])))
+    assert reference["spans below"] == f"{sum(v < 1 for v in expected.values())} of 2"
+    assert "`m4_daily/D/short` alone" in (tmp_path / "judge" / "judge.md").read_text()
 
 
 def _judge_checkpoints():
