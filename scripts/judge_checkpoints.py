@@ -42,6 +42,8 @@ from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
 from tsfm.config import ModelConfig
 from tsfm.pipelines.data.frequency import step_duration
 from tsfm.pipelines.evaluate import key_part, normalise, paired_ratio_interval, read_results
+from tsfm.pipelines.evaluate.configs import select_configs
+from tsfm.pipelines.evaluate.errors import BenchmarkError, UnknownConfigError
 from tsfm.pipelines.report import markdown_table
 
 SPANS_BACK = (2, 3)
@@ -72,6 +74,8 @@ def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list
                            str(out / "seasonal_naive" / "all_results.csv"), *settings, *common])
         results = pd.concat([read_results(out / name) for name in models], ignore_index=True)
         frames.append(normalise(results, read_results(out / "seasonal_naive")).assign(spans_back=spans))
+    if not frames:
+        return pd.DataFrame(columns=["model", "dataset", "spans_back", *METRICS])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -123,7 +127,8 @@ def watch_table(scores: pd.DataFrame, config: str, names: Sequence[str]) -> pd.D
     mean over the spans and how many spans lie below Seasonal Naive: the per-configuration view a must such as
     "below Seasonal Naive on every 5-minute configuration" needs, on more windows than the verdict's two spans (a
     configuration of one series gets three windows a span). NaN where a span could not be scored."""
-    mase = scores[scores["dataset"] == config].pivot_table(index="model", columns="spans_back", values="MASE")
+    rows = scores[scores["dataset"] == config]
+    mase = rows.pivot_table(index="model", columns="spans_back", values="MASE") if len(rows) else pd.DataFrame()
     mase = mase.reindex(index=list(names))
     table = mase.copy()
     table["geometric mean"] = np.exp(np.log(mase).mean(axis=1))
@@ -177,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     for flag, given in (("--spans-back", args.spans_back), ("--watch-spans", args.watch_spans)):
         if min(given) < 2:
             parser.error(f"{flag} takes spans of 2 or more (1 is the test windows), got {given}")
+    if args.watch:
+        try:  # an unknown configuration is refused before any model is scored
+            select_configs(args.benchmark, args.watch)
+        except (BenchmarkError, UnknownConfigError) as err:
+            parser.error(f"--watch: {err}")
     names = [result_name(c) for c in args.candidates]
     if len(set(names)) < len(names) or REFERENCE_NAME in names:
         parser.error(f"candidates need distinct folder names other than {REFERENCE_NAME!r}, got {names}")

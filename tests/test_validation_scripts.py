@@ -197,6 +197,9 @@ def test_judge_checkpoints_pools_two_earlier_spans_and_a_copy_of_the_reference_n
                     "--watch-spans", "1,2", "--benchmark", str(tmp_path / "bench"), "--real-data", str(corpus),
                     "--out", str(tmp_path / "z"))
     assert refused.returncode == 2 and "--watch-spans takes spans of 2 or more" in refused.stderr
+    refused = _call("judge_checkpoints.py", str(tmp_path / "other" / "model"), "--watch", "m4_weekly/W/short",
+                    "--benchmark", str(tmp_path / "bench"), "--real-data", str(corpus), "--out", str(tmp_path / "z"))
+    assert refused.returncode == 2 and "--watch:" in refused.stderr and "m4_weekly/W/short" in refused.stderr
 
 
 def test_judge_watch_table_is_one_configurations_mase_per_span_with_its_geometric_mean_and_spans_below(
