@@ -136,6 +136,13 @@ def watch_table(scores: pd.DataFrame, config: str, names: Sequence[str]) -> pd.D
     return table
 
 
+def _watch_cell(value: float | str) -> str:
+    """A :func:`watch_table` cell as printed: a ratio to three places, "-" where the span was not scored."""
+    if isinstance(value, str):
+        return value
+    return "-" if np.isnan(value) else f"{value:.3f}"
+
+
 def validation_verdicts(models: dict[str, str], args: argparse.Namespace, blend: str, clamp: bool
                         ) -> dict[str, list[float] | None]:
     """Each candidate's paired ratio over the held-out datasets (``validation_forecast.py``), with the reference's
@@ -227,9 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             "", f"`{config}` alone, MASE / Seasonal Naive's on the same windows, per span back (not part of the "
             "verdict):", "",
             *markdown_table(["model", *map(str, table.columns)],
-                            ([name, *("-" if isinstance(v, float) and np.isnan(v) else
-                                      v if isinstance(v, str) else f"{v:.3f}" for v in row)]
-                             for name, row in table.iterrows())), ""])
+                            ([name, *map(_watch_cell, row)] for name, row in table.iterrows())), ""])
     (args.out / "judge.md").write_text(text)
     (args.out / "judge.json").write_text(json.dumps({"reference": args.reference, "settings": settings,
                                                      "spans_back": list(args.spans_back), "candidates": judged,
