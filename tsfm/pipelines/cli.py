@@ -66,6 +66,10 @@ if TYPE_CHECKING:
         help="series: hold out whole series (default); covering: also the ends of the series of datasets with "
              "fewer than 20 series, so every dataset is in the validation set (tsfm.pipelines.data.corpus)"),
     arg("--max-series-length", type=int, default=None, help="keep the last N steps of longer real series"),
+    arg("--upsample-real", default=None, metavar="FREQ=FACTOR,...",
+        help="also train on copies of the real training series of each FREQ interpolated onto a grid FACTOR times "
+             "finer, as datasets of their own (e.g. H=12,30T=6,10T=2: 5-minute series with real day-to-day "
+             "changes; validation untouched; tsfm.pipelines.data.upsample)"),
     arg("--synthetic-share", type=float, default=None,
         help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
     arg("--mixup-prob", type=float, default=0.2, help="share of TSMixup windows (default: 0.2)"),
@@ -108,9 +112,16 @@ def train_command(args: argparse.Namespace) -> int:
 
     from tsfm.checkpoint import CheckpointError
     from tsfm.pipelines.data.corpus import CorpusError, load_corpus
+    from tsfm.pipelines.data.upsample import UpsampleError, add_upsampled, parse_upsampling
 
     if args.distill_weight is not None and args.teacher is None:
         raise CommandError("--distill-weight needs --teacher (the model to distil from)")
+    if args.upsample_real is not None and args.real_data is None:
+        raise CommandError("--upsample-real needs --real-data (the series it interpolates)")
+    try:
+        upsampling = parse_upsampling(args.upsample_real) if args.upsample_real is not None else {}
+    except UpsampleError as err:
+        raise CommandError(f"--upsample-real: {err}") from None
     try:
         model_config = _model_config(args)
         share = args.synthetic_share if args.synthetic_share is not None else (
@@ -135,7 +146,12 @@ def train_command(args: argparse.Namespace) -> int:
             real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
                                            validation_share=args.validation_share,
                                            validation_split=args.validation_split)
-            parts.append(f"{len(real)} real series from {args.real_data} ({len(validation)} held out for "
+            added = add_upsampled(real, upsampling, max_length=args.max_series_length) if upsampling else 0
+            if upsampling and not added:
+                raise CommandError(f"--upsample-real {args.upsample_real}: no training series under {args.real_data} "
+                                   "has one of those frequencies")
+            upsampled = f"{added} of them upsampled copies ({args.upsample_real}); " if added else ""
+            parts.append(f"{len(real)} real series from {args.real_data} ({upsampled}{len(validation)} held out for "
                          f"validation, split by {args.validation_split})")
         description = " + ".join(parts)
         path = train(model_config, train_config, args.out, real=real, validation=validation,

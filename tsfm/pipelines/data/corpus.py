@@ -57,12 +57,16 @@ class Corpus:
     datasets: list[str] = field(default_factory=list)
     score_from: list[int] = field(default_factory=list)
     """Per series, the first step a window may forecast (0: any); the steps before it serve only as context."""
+    frequencies: list[str] = field(default_factory=list)
+    """Per series, its pandas frequency string as the dataset gives it (``""``: unknown)."""
 
     def __post_init__(self) -> None:
         if not self.score_from:
             self.score_from = [0] * len(self.series)
-        if not len(self.series) == len(self.datasets) == len(self.score_from):
-            raise CorpusError("a Corpus needs one dataset name and one score_from per series")
+        if not self.frequencies:
+            self.frequencies = [""] * len(self.series)
+        if not len(self.series) == len(self.datasets) == len(self.score_from) == len(self.frequencies):
+            raise CorpusError("a Corpus needs one dataset name, one score_from and one frequency per series")
 
     def __len__(self) -> int:
         return len(self.series)
@@ -77,10 +81,11 @@ class Corpus:
     def num_values(self) -> int:
         return int(sum(s.size for s in self.series))
 
-    def append(self, values: np.ndarray, dataset: str, score_from: int = 0) -> None:
+    def append(self, values: np.ndarray, dataset: str, score_from: int = 0, freq: str = "") -> None:
         self.series.append(values)
         self.datasets.append(dataset)
         self.score_from.append(score_from)
+        self.frequencies.append(freq)
 
 
 def validation_member(key: str, share: float) -> bool:
@@ -146,20 +151,21 @@ def load_corpus(
                 if max_length is not None and variate.size > max_length:
                     variate = variate[-max_length:]
                 if np.isfinite(variate).sum() >= min_length:
-                    usable.append((f"{name}/{entry['item_id']}/{v}", np.ascontiguousarray(variate)))
+                    usable.append((f"{name}/{entry['item_id']}/{v}", np.ascontiguousarray(variate),
+                                   str(entry.get("freq") or "")))
         in_time = validation_split != "series" and len(usable) < MIN_SERIES_FOR_WHOLE_SERIES
-        for key, variate in usable:
+        for key, variate, freq in usable:
             held_out = validation_member(key, validation_share)
             # "common" scores an end only where "series" holds out the whole series too
             ends_to = validation if held_out or validation_split == "covering" else None
-            if not (in_time and _split_in_time(variate, validation_share, min_length, name, train, ends_to)):
-                (validation if held_out else train).append(variate, name)
+            if not (in_time and _split_in_time(variate, validation_share, min_length, name, freq, train, ends_to)):
+                (validation if held_out else train).append(variate, name, freq=freq)
     if not len(train):
         raise CorpusError(f"no series under {path} has at least {min_length} observed steps")
     return train, validation
 
 
-def _split_in_time(series: np.ndarray, share: float, min_length: int, dataset: str, train: Corpus,
+def _split_in_time(series: np.ndarray, share: float, min_length: int, dataset: str, freq: str, train: Corpus,
                    validation: Corpus | None) -> bool:
     """The end of ``series`` (``share`` of its steps, at least :data:`MIN_HELD_OUT_STEPS`) to ``validation`` (the whole
     series, scored from the end on; nowhere when ``None``), the rest to ``train``; False (nothing added) for a series
@@ -168,7 +174,7 @@ def _split_in_time(series: np.ndarray, share: float, min_length: int, dataset: s
     head, tail = series[:-held_out], series[-held_out:]
     if share == 0 or series.size < 4 * held_out or min(np.isfinite(head).sum(), np.isfinite(tail).sum()) < min_length:
         return False
-    train.append(np.ascontiguousarray(head), dataset)
+    train.append(np.ascontiguousarray(head), dataset, freq=freq)
     if validation is not None:
-        validation.append(series, dataset, score_from=head.size)
+        validation.append(series, dataset, score_from=head.size, freq=freq)
     return True
