@@ -12,6 +12,7 @@ other (``scripts/judge_checkpoints.py``) before it ships.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     members = [{"checkpoint": str(c), "weight": w,
                 "training": read_checkpoint_config(resolve_model_path(c))[1]}
                for c, w in zip(args.checkpoints, weights, strict=True)]
-    save_model(soup, args.out, training={"averaged_from": members, "stored_dtype": args.dtype},
+    command = shlex.join(["python", "scripts/average_checkpoints.py", *(sys.argv[1:] if argv is None else argv)])
+    save_model(soup, args.out, training={"command": command, "averaged_from": members, "stored_dtype": args.dtype},
                dtype=DTYPES[args.dtype])
     print(f"wrote {args.out}: the weighted mean of {len(members)} checkpoints ({', '.join(map(str, weights))})")
     return 0

@@ -66,8 +66,10 @@ def test_script_writes_a_checkpoint_with_its_members_named(tmp_path):
     expected = average_models([load_model(tmp_path / "m0"), load_model(tmp_path / "m1")], [1.0, 1.0])
     assert all(torch.equal(soup.state_dict()[k], v.to(torch.bfloat16).float())
                for k, v in expected.state_dict().items())
-    members = json.loads((tmp_path / "soup" / "config.json").read_text())["training"]["averaged_from"]
+    training = json.loads((tmp_path / "soup" / "config.json").read_text())["training"]
+    members = training["averaged_from"]
     assert [m["training"]["steps"] for m in members] == [0, 1] and [m["weight"] for m in members] == [1.0, 1.0]
+    assert training["command"] == ("python scripts/average_checkpoints.py " + " ".join(command[2:]))  # how to redo it
     refused = subprocess.run([*command[:2], str(tmp_path / "m0"), "--out", str(tmp_path / "x")], env=env,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "at least two checkpoints" in refused.stderr

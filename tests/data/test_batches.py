@@ -77,9 +77,12 @@ def test_a_held_out_end_is_forecast_from_the_history_before_it():
     assert (batch.context[:, -1] == first_forecast - 1).all()  # the context ends right before the forecast
 
 
-def test_a_corpus_with_a_score_from_per_series_missing_is_refused():
-    with pytest.raises(CorpusError, match="one score_from per series"):
+def test_a_corpus_with_a_score_from_or_frequency_per_series_missing_is_refused():
+    with pytest.raises(CorpusError, match="one score_from and one frequency per series"):
         Corpus(series=[np.zeros(10)], datasets=["a"], score_from=[0, 1])
+    with pytest.raises(CorpusError, match="one score_from and one frequency per series"):
+        Corpus(series=[np.zeros(10)], datasets=["a"], frequencies=["H", "D"])
+    assert Corpus(series=[np.zeros(10)], datasets=["a"]).frequencies == [""]  # unknown unless given
 
 
 def test_same_seed_and_step_give_the_same_batch_and_others_differ():

@@ -59,21 +59,23 @@ _UNITS: tuple[tuple[str, pd.Timedelta], ...] = (
 
 
 def _check_factor(factor: object) -> None:
+    """Refuses anything but an integer of at least 2 (1 would copy the series, a fraction is downsampling)."""
     if isinstance(factor, bool) or not isinstance(factor, int | np.integer) or factor < 2:
         raise UpsampleError(f"factor must be an integer >= 2, got {factor!r}")
 
 
 def _step(freq: str) -> pd.Timedelta:
     """The fixed duration of one step of ``freq``; refuses frequencies without one (weekly, monthly, ...)."""
+    problem = f"frequency {freq!r} has no fixed step to divide (e.g. D, H, 30T, 10T)"
     try:
         offset = to_offset(to_pandas_freq(freq))
-        if isinstance(offset, pd.offsets.Day):  # a calendar day from pandas 3 on; 24 hours in every dataset here
-            return pd.Timedelta(days=offset.n).as_unit("ns")
-        if not isinstance(offset, pd.offsets.Tick):  # months, weeks, business days: steps of varying length
-            raise TypeError(freq)
-        return pd.Timedelta(offset).as_unit("ns")  # a step in whole seconds would divide as integers
-    except (UnknownFrequencyError, ValueError, TypeError) as err:
-        raise UpsampleError(f"frequency {freq!r} has no fixed step to divide (e.g. D, H, 30T, 10T)") from err
+    except (UnknownFrequencyError, ValueError) as err:
+        raise UpsampleError(problem) from err
+    if isinstance(offset, pd.offsets.Day):  # a calendar day from pandas 3 on; 24 hours in every dataset here
+        return pd.Timedelta(days=offset.n).as_unit("ns")
+    if not isinstance(offset, pd.offsets.Tick):  # months, weeks, business days: steps of varying length
+        raise UpsampleError(problem)
+    return pd.Timedelta(offset).as_unit("ns")  # in nanoseconds: a step in whole seconds would divide as integers
 
 
 def upsampled_frequency(freq: str, factor: int) -> str:
