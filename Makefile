@@ -47,9 +47,9 @@ bench-cpu: $(STAMP)
 # NVIDIA GPU: 55 minutes of training on an H100 (torch.compile, bf16): one run from scratch (shipped in bf16 as the
 # default of its day, which the next run starts from), then two continued from the previous weights (--init-from:
 # fresh optimizer, lower peak rate, new seed); then six more continuations of that model with real series moved onto
-# a 5-minute grid (--upsample-real), averaged with it half and half in weight space. The pretraining corpus is capped as on the device; there scripts/device/pretrain_many.sh
-# ran the same `tsfm train` commands (the first in two calls, --max-minutes 7.4 then 5.6: the second resumed the
-# Lightning checkpoint exactly). On a CPU it would take days; `make train-default-cpu` is the earliest 1M CPU recipe.
+# a 5-minute grid (--upsample-real), averaged with it half and half in weight space. The pretraining corpus is capped
+# as on the device; there scripts/device/pretrain_many.sh ran the same `tsfm train` commands (the first in two calls,
+# --max-minutes 7.4 then 5.6: the second resumed the Lightning checkpoint exactly). On a CPU it would take days; `make train-default-cpu` is the earliest 1M CPU recipe.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain
 capped-corpus: $(STAMP)
