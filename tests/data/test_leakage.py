@@ -1,6 +1,6 @@
 """No benchmark data in training: every informative 32-step chunk of every benchmark series is looked for at every
 offset of every series the trainer can read (corpus, validation split, the sampler's buffer that TSMixup draws
-from)."""
+from, the corpus' series moved onto a finer grid)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tsfm.pipelines.data.corpus import load_corpus
 from tsfm.pipelines.data.gift_eval import configurations
 from tsfm.pipelines.data.gift_format import read_dataset
 from tsfm.pipelines.data.leakage import find_overlaps, window_hashes
+from tsfm.pipelines.data.upsample import add_upsampled
 
 
 def test_window_hashes_match_a_direct_hash_at_every_offset():
@@ -59,3 +60,6 @@ def test_no_benchmark_window_in_anything_the_trainer_reads(built):
     buffer = sampler.values.numpy()
     assert hashlib.sha1(buffer.tobytes()).digest() == hashlib.sha1(np.concatenate(train.series).tobytes()).digest()
     assert find_overlaps([buffer], benchmark) == []
+    real = len(train)
+    assert add_upsampled(train, {"H": 12, "30T": 6, "10T": 2}) > 50  # as the shipped default trained
+    assert find_overlaps(train.series[real:], benchmark) == []
