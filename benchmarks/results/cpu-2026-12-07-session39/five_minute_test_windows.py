@@ -14,6 +14,7 @@ picture of the three test windows. Descriptive; scored after the decision, nothi
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -24,22 +25,12 @@ import numpy as np
 import torch
 
 from tsfm import load_model
-from tsfm.pipelines.data.gift_eval import GiftEvalDataset
 
-DAY = 288
+# the long term's windows, read as session 38's lead-time probe reads them
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu-2026-12-07-session38"))
+from five_minute_lead_times import DAY, windows
+
 HORIZON = 720
-
-
-def windows(benchmark: Path, spans: range) -> tuple[np.ndarray, np.ndarray]:
-    """``[W, 2048]`` contexts (NaN-padded on the left) and ``[W, 720]`` truths of the long term's windows."""
-    data = GiftEvalDataset("yosemite_temps/5T", "long", root=benchmark)
-    contexts, truths = [], []
-    for span in spans:
-        for given, label in data.rolling_windows(span):
-            past = np.asarray(given["target"], dtype=np.float32)[-2048:]
-            contexts.append(np.pad(past, (2048 - past.size, 0), constant_values=np.nan))
-            truths.append(np.asarray(label["target"], dtype=np.float32))
-    return np.stack(contexts), np.stack(truths)
 
 
 def medians(models: dict[str, str | Path], context: np.ndarray) -> dict[str, np.ndarray]:

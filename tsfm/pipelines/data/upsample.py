@@ -111,26 +111,22 @@ def add_upsampled(corpus: Corpus, factors: Mapping[str, int], *, max_length: int
     Frequencies match by their step (``"H"`` and ``"60min"`` are one). Each copy keeps at most the last
     ``max_length`` steps (``None``: all). Series of unknown frequency are left alone.
     """
-    steps = {_step(freq): factor for freq, factor in factors.items()}
-    for freq, factor in factors.items():
-        upsampled_frequency(freq, factor)  # checks the pair before any series is touched
+    # per step: the factor and the finer grid's frequency (checks every pair before any series is touched)
+    targets = {_step(freq): (factor, upsampled_frequency(freq, factor)) for freq, factor in factors.items()}
     added = 0
     for index in range(len(corpus)):  # the copies appended below are past this range
-        freq = corpus.frequencies[index]
-        if not freq:
-            continue
         try:
-            factor = steps.get(_step(freq))
+            target = targets.get(_step(corpus.frequencies[index]))
         except UpsampleError:
-            continue  # a frequency without a fixed step (monthly, ...) is never upsampled
-        if factor is None or corpus.series[index].size < 2:
+            continue  # unknown ("") or without a fixed step (monthly, ...): never upsampled
+        if target is None or corpus.series[index].size < 2:
             continue
+        factor, finer = target
         values = upsample(corpus.series[index], factor)
         if max_length is not None:
             values = values[-max_length:]
         if np.isfinite(values).sum() < 2:
             continue
-        corpus.append(np.ascontiguousarray(values), f"{corpus.datasets[index]} x{factor}",
-                      freq=upsampled_frequency(freq, factor))
+        corpus.append(np.ascontiguousarray(values), f"{corpus.datasets[index]} x{factor}", freq=finer)
         added += 1
     return added
