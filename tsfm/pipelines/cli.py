@@ -70,6 +70,9 @@ if TYPE_CHECKING:
         help="also train on copies of the real training series of each FREQ interpolated onto a grid FACTOR times "
              "finer, as datasets of their own (e.g. H=12,30T=6,10T=2: 5-minute series with real day-to-day "
              "changes; validation untouched; tsfm.pipelines.data.upsample)"),
+    arg("--upsample-method", choices=("linear", "pchip"), default=None,
+        help="how --upsample-real fills the finer steps: linear (default) or pchip (a smooth monotone cubic, "
+             "needs scipy)"),
     arg("--synthetic-share", type=float, default=None,
         help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
     arg("--mixup-prob", type=float, default=0.2, help="share of TSMixup windows (default: 0.2)"),
@@ -118,6 +121,13 @@ def train_command(args: argparse.Namespace) -> int:
         raise CommandError("--distill-weight needs --teacher (the model to distil from)")
     if args.upsample_real is not None and args.real_data is None:
         raise CommandError("--upsample-real needs --real-data (the series it interpolates)")
+    if args.upsample_method is not None and args.upsample_real is None:
+        raise CommandError("--upsample-method needs --upsample-real (the frequencies it interpolates)")
+    if args.upsample_method == "pchip":
+        try:
+            import scipy.interpolate  # noqa: F401  (checked before any series is read)
+        except ImportError as err:
+            raise CommandError(f"--upsample-method pchip needs scipy (pip install 'tsfm[train]'): {err}") from None
     try:
         upsampling = parse_upsampling(args.upsample_real) if args.upsample_real is not None else {}
     except UpsampleError as err:
@@ -146,11 +156,13 @@ def train_command(args: argparse.Namespace) -> int:
             real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
                                            validation_share=args.validation_share,
                                            validation_split=args.validation_split)
-            added = add_upsampled(real, upsampling, max_length=args.max_series_length) if upsampling else 0
+            method = args.upsample_method or "linear"
+            added = add_upsampled(real, upsampling, max_length=args.max_series_length,
+                                  method=method) if upsampling else 0
             if upsampling and not added:
                 raise CommandError(f"--upsample-real {args.upsample_real}: no training series under {args.real_data} "
                                    "has one of those frequencies")
-            upsampled = f"{added} of them upsampled copies ({args.upsample_real}); " if added else ""
+            upsampled = f"{added} of them upsampled copies ({args.upsample_real}, {method}); " if added else ""
             parts.append(f"{len(real)} real series from {args.real_data} ({upsampled}{len(validation)} held out for "
                          f"validation, split by {args.validation_split})")
         description = " + ".join(parts)

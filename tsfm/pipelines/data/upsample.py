@@ -26,29 +26,55 @@ from pandas.tseries.frequencies import to_offset
 from .corpus import Corpus
 from .frequency import UnknownFrequencyError, to_pandas_freq
 
-__all__ = ["UpsampleError", "add_upsampled", "parse_upsampling", "upsample", "upsampled_frequency"]
+__all__ = ["METHODS", "UpsampleError", "add_upsampled", "parse_upsampling", "upsample", "upsampled_frequency"]
+
+#: How the finer steps between two observed ones are filled: ``linear`` (a straight line) or ``pchip`` (SciPy's
+#: piecewise cubic Hermite interpolation, smooth and monotone between neighbours, so no value overshoots them).
+METHODS = ("linear", "pchip")
 
 
 class UpsampleError(ValueError):
     """An upsampling request that cannot be carried out (a frequency without a fixed step, a factor below 2)."""
 
 
-def upsample(series: np.ndarray, factor: int) -> np.ndarray:
-    """``series`` on a grid ``factor`` times finer, linear between its steps: ``(len - 1) * factor + 1`` values,
-    ``out[i * factor] == series[i]``.
+def upsample(series: np.ndarray, factor: int, method: str = "linear") -> np.ndarray:
+    """``series`` on a grid ``factor`` times finer: ``(len - 1) * factor + 1`` values, ``out[i * factor] ==
+    series[i]``.
 
-    A linear path keeps each observed value (a day's peak stays as high as it was measured) and adds no shape the
-    data did not have. Between a missing step and its neighbours the finer steps are missing too.
+    Both methods keep each observed value (a day's peak stays as high as it was measured) and add no extremum the data
+    did not have. ``linear`` joins the steps by straight lines, which leaves a kink at every observed step;
+    ``pchip`` joins them by a curve with a continuous slope, closer to a physical quantity sampled finely (a
+    temperature does not turn corners on the hour). Between a missing step and its neighbours the finer steps are
+    missing too.
     """
     _check_factor(factor)
+    if method not in METHODS:
+        raise UpsampleError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     values = np.asarray(series, dtype=np.float32)
     if values.ndim != 1 or values.size < 2:
         raise UpsampleError(f"series must be one-dimensional with at least 2 steps, got shape {values.shape}")
+    if method == "pchip":
+        return _pchip(values, factor)
     fraction = np.arange(factor, dtype=np.float32) / factor
     left, right = values[:-1, None], values[1:, None]
     inner = left + (right - left) * fraction  # NaN between a missing step and its neighbours
     inner[:, 0] = values[:-1]  # each observed value exactly, whatever its neighbour
     return np.concatenate([inner.reshape(-1), values[-1:]])
+
+
+def _pchip(values: np.ndarray, factor: int) -> np.ndarray:
+    """Monotone cubic interpolation over each run of observed steps (a missing step ends a run, as in ``linear``)."""
+    from scipy.interpolate import PchipInterpolator
+
+    out = np.full((values.size - 1) * factor + 1, np.nan, dtype=np.float32)
+    observed = np.concatenate([[0], np.isfinite(values).astype(np.int8), [0]])
+    for start, stop in np.flatnonzero(np.diff(observed)).reshape(-1, 2):  # [start, stop) of each run
+        if stop - start > 1:
+            fine = np.arange(start * factor, (stop - 1) * factor + 1)
+            curve = PchipInterpolator(np.arange(start, stop), values[start:stop].astype(np.float64))
+            out[fine] = curve(fine / factor)
+    out[::factor] = values  # each observed value exactly (and a lone observed step, which no curve passes)
+    return out
 
 
 #: Legacy pandas codes (GIFT-Eval's stored spelling) of the steps a finer grid is written in, coarsest first.
@@ -104,13 +130,16 @@ def parse_upsampling(text: str) -> dict[str, int]:
     return factors
 
 
-def add_upsampled(corpus: Corpus, factors: Mapping[str, int], *, max_length: int | None = None) -> int:
+def add_upsampled(corpus: Corpus, factors: Mapping[str, int], *, max_length: int | None = None,
+                  method: str = "linear") -> int:
     """Append to ``corpus`` a finer copy of each of its series whose frequency has a factor in ``factors``; returns
     how many were added.
 
     Frequencies match by their step (``"H"`` and ``"60min"`` are one). Each copy keeps at most the last
-    ``max_length`` steps (``None``: all). Series of unknown frequency are left alone.
+    ``max_length`` steps (``None``: all). Series of unknown frequency are left alone. ``method``: see ``upsample``.
     """
+    if method not in METHODS:
+        raise UpsampleError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     # per step: the factor and the finer grid's frequency (checks every pair before any series is touched)
     targets = {_step(freq): (factor, upsampled_frequency(freq, factor)) for freq, factor in factors.items()}
     added = 0
@@ -122,7 +151,7 @@ def add_upsampled(corpus: Corpus, factors: Mapping[str, int], *, max_length: int
         if target is None or corpus.series[index].size < 2:
             continue
         factor, finer = target
-        values = upsample(corpus.series[index], factor)
+        values = upsample(corpus.series[index], factor, method)
         if max_length is not None:
             values = values[-max_length:]
         if np.isfinite(values).sum() < 2:
