@@ -63,13 +63,25 @@ def add_validation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
 
 
+def recorded_train_config(training: dict) -> dict:
+    """The training settings a checkpoint records; for a weight-space average (``scripts/average_checkpoints.py``),
+    those of its first member that records them, however deep the averages nest (a soup's members continue one
+    parent on one corpus, so they share the settings the validation windows are drawn by)."""
+    if training.get("train_config"):
+        return dict(training["train_config"])
+    for member in training.get("averaged_from") or []:
+        if found := recorded_train_config(member.get("training") or {}):
+            return found
+    return {}
+
+
 def rebuild_validation(checkpoint: str, args: argparse.Namespace
                        ) -> tuple[ModelConfig, TrainConfig, list[Batch], dict[str, torch.Tensor]]:
     """The validation windows of ``checkpoint``'s training, as ``tsfm train`` drew them (its recorded settings, the
     hash split, ``VALIDATION_SEED``), with the options of :func:`add_validation_arguments`, and their groups
     (:func:`window_groups`); ``SystemExit`` with a message when the checkpoint records no training settings."""
     model_config, training = read_checkpoint_config(resolve_model_path(checkpoint))
-    recorded = dict(training.get("train_config") or {})
+    recorded = recorded_train_config(training)
     if not recorded:
         raise SystemExit(f"{checkpoint} records no training settings; its validation set cannot be rebuilt")
     if args.val_batches is not None:

@@ -130,6 +130,24 @@ def test_validation_loss_compares_checkpoints_on_the_same_windows(checkpoint_and
     assert rows[1]["paired_future_ratio"] == [1.0, 1.0, 1.0] and "paired over the 2 held-out datasets" in printed
 
 
+def test_validation_loss_rebuilds_a_soups_windows_from_its_members_settings(checkpoint_and_corpus, tmp_path):
+    """A weight-space average records its members' trainings, not settings of its own; a shipped default that is an
+    average of averages must still be the reference whose windows every candidate is scored on."""
+    checkpoint, corpus = checkpoint_and_corpus
+    soup, nested = tmp_path / "soup", tmp_path / "nested"
+    _run("average_checkpoints.py", str(checkpoint), str(checkpoint), "--out", str(soup))
+    _run("average_checkpoints.py", str(soup), str(checkpoint), "--weights", "3,1", "--out", str(nested))
+    out = tmp_path / "loss.json"
+    _run("validation_loss.py", str(nested), str(checkpoint), "--real-data", str(corpus), "--validation-share", "0.3",
+         "--out", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[0]["validation_loss"] == pytest.approx(rows[1]["validation_loss"])  # the same weights, same windows
+    bare = save_model(Forecaster(ModelConfig(**json.loads((checkpoint / "config.json").read_text())["model"])),
+                      tmp_path / "bare", training={"averaged_from": [{"checkpoint": "x", "training": {}}]})
+    refused = _call("validation_loss.py", str(bare), "--real-data", str(corpus))
+    assert refused.returncode != 0 and "records no training settings" in refused.stderr
+
+
 def _tiny_benchmark(root: Path, daily_length: int) -> None:
     """Two GIFT-Eval configurations of three noisy waves each: ``m4_hourly`` (400 steps) and ``m4_daily``."""
     rng = np.random.default_rng(0)
