@@ -33,39 +33,49 @@ def test_upsample_leaves_the_steps_next_to_a_missing_value_missing():
     np.testing.assert_array_equal(out[[0, 4, 5, 6]], [1, 3, 4, 5])
 
 
-def test_pchip_keeps_every_value_without_the_kinks_of_linear():
-    days = np.sin(np.arange(48) * 2 * np.pi / 24).astype(np.float32) * 10 + 20  # two hourly days
-    linear, smooth = upsample(days, 12), upsample(days, 12, "pchip")
-    assert smooth.dtype == np.float32 and smooth.shape == linear.shape
-    np.testing.assert_array_equal(smooth[::12], days)
-    # no overshoot: every fine step lies between the two observed steps around it
-    low = np.minimum(days[:-1], days[1:]).repeat(12)
-    high = np.maximum(days[:-1], days[1:]).repeat(12)
-    assert np.all(smooth[:-1] >= low - 1e-4) and np.all(smooth[:-1] <= high + 1e-4)
-    # a kink is a jump of the slope at an observed step: linear's are as large as the curvature, pchip's far smaller
-    def kinks(values):
-        slopes = np.diff(values)
-        return np.abs(slopes[12::12] - slopes[11:-1:12]).max()
-    assert kinks(smooth) < kinks(linear) / 5
-    # and it is as close to the true 5-minute sine as linear, or closer
-    truth = np.sin(np.arange(smooth.size) / 12 * 2 * np.pi / 24) * 10 + 20
-    assert np.abs(smooth - truth).max() < np.abs(linear - truth).max()
+def _step_correlation(values: np.ndarray) -> float:
+    steps = np.diff(values[np.isfinite(values)].astype(np.float64))
+    return float(np.corrcoef(steps[:-1], steps[1:])[0, 1])
 
 
-def test_pchip_follows_a_straight_line_and_leaves_missing_steps_missing():
-    np.testing.assert_allclose(upsample(np.arange(5, dtype=np.float32) * 3, 4, "pchip"), np.arange(17) * 0.75,
-                               atol=1e-6)
-    series = np.array([1.0, np.nan, 3.0, 5.0, 4.0, np.nan, 7.0], dtype=np.float32)
-    smooth, linear = upsample(series, 3, "pchip"), upsample(series, 3)
-    np.testing.assert_array_equal(np.isnan(smooth), np.isnan(linear))
-    np.testing.assert_array_equal(smooth[::3], series)  # a lone observed step (7.0 after a gap) kept too
+def test_bridge_keeps_every_value_and_gives_the_fine_steps_a_sensors_texture():
+    rng = np.random.default_rng(0)
+    hours = np.sin(np.arange(24 * 20) * 2 * np.pi / 24) * 10 + 20 + rng.normal(0, 1, 24 * 20)
+    linear, bridge = upsample(hours, 12), upsample(hours, 12, 1.0, np.random.default_rng(1))
+    assert bridge.dtype == np.float32 and bridge.shape == linear.shape
+    np.testing.assert_array_equal(bridge[::12], hours.astype(np.float32))
+    # linear's steps within an hour are all equal (consecutive steps correlate); the bridge's move almost freely
+    assert _step_correlation(linear) > 0.8 and abs(_step_correlation(bridge)) < 0.2
+    assert bridge.min() >= hours.min() - 1e-5 and bridge.max() <= hours.max() + 1e-5
+    # no drift: over many draws the bridge averages to the line (but where clipping at the series' extremes cuts)
+    mean = np.mean([upsample(hours[:50], 12, 1.0, np.random.default_rng(seed)) for seed in range(400)], axis=0)
+    assert np.abs(mean - linear[:mean.size]).mean() < 0.05
 
 
-def test_upsample_refuses_an_unknown_method():
-    with pytest.raises(UpsampleError, match="method must be one of linear, pchip, got 'cubic'"):
-        upsample(np.arange(5.0), 2, "cubic")
-    with pytest.raises(UpsampleError, match="method must be one of"):
-        add_upsampled(Corpus(), {"H": 2}, method="spline")
+def test_bridge_keeps_flat_intervals_flat_and_missing_steps_missing():
+    solar = np.array([0, 0, 0, 5, 40, 60, 30, 0, 0, np.nan, 2, 0], dtype=np.float32)
+    out = upsample(solar, 6, 1.0, np.random.default_rng(0))
+    np.testing.assert_array_equal(out[:13], 0)  # the night (steps 0-2): no noise, never negative
+    np.testing.assert_array_equal(out[42:49], 0)  # and the next (steps 7-8)
+    assert np.any(out[13:18] != np.linspace(0, 5, 7)[1:-1])  # the morning's rise does get texture
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(upsample(solar, 6)))
+    assert np.nanmin(out) >= 0
+    same = upsample(solar, 6, 1.0, np.random.default_rng(0))
+    np.testing.assert_array_equal(out, same)  # reproducible from the generator
+    half = upsample(solar, 6, 0.5, np.random.default_rng(0))  # the same draws at half the spread
+    unclipped = (same > 0) & (same < 60)  # the clip to the observed range bounds each draw on its own
+    np.testing.assert_allclose((half - upsample(solar, 6))[unclipped], 0.5 * (same - upsample(solar, 6))[unclipped],
+                               atol=1e-4)
+    with pytest.raises(UpsampleError, match="pass rng"):
+        upsample(solar, 6, 0.5)
+
+
+@pytest.mark.parametrize("texture", [-0.1, float("nan"), float("inf")])
+def test_upsample_refuses_a_texture_that_is_not_a_finite_number_above_zero(texture):
+    with pytest.raises(UpsampleError, match="texture must be a finite number >= 0"):
+        upsample(np.arange(5.0), 2, texture, np.random.default_rng(0))
+    with pytest.raises(UpsampleError, match="texture must be a finite number >= 0"):
+        add_upsampled(Corpus(), {"H": 2}, texture=texture)
 
 
 @pytest.mark.parametrize("factor", [1, 0, -2, 2.5, True])
@@ -133,9 +143,12 @@ def test_add_upsampled_keeps_the_last_steps_and_leaves_other_frequencies_alone()
     assert add_upsampled(corpus, {"H": 3}, max_length=7) == 2
     np.testing.assert_allclose(corpus.series[-1], [7, 7 + 1 / 3, 7 + 2 / 3, 8, 8 + 1 / 3, 8 + 2 / 3, 9], rtol=1e-6)
     assert add_upsampled(_corpus(), {"D": 2}) == 0
-    smooth = _corpus()
-    assert add_upsampled(smooth, {"H": 3}, method="pchip") == 2
-    np.testing.assert_array_equal(smooth.series[-1], upsample(np.arange(10, dtype=np.float32), 3, "pchip"))
+    textured, again = _corpus(), _corpus()
+    assert add_upsampled(textured, {"H": 3}, texture=0.5, seed=5) == 2
+    add_upsampled(again, {"H": 3}, texture=0.5, seed=5)
+    np.testing.assert_array_equal(textured.series[-1], again.series[-1])  # the seed fixes the copies
+    assert not np.array_equal(textured.series[-1], textured.series[-2])  # each copy draws its own texture
+    np.testing.assert_array_equal(textured.series[-1][::3], np.arange(10))
     with pytest.raises(UpsampleError, match="factor must be"):
         add_upsampled(_corpus(), {"H": 1})
 
@@ -156,17 +169,18 @@ def test_load_corpus_records_each_series_frequency(tmp_path):
     assert not len(validation)
 
 
-@pytest.mark.parametrize("method", [[], ["--upsample-method", "pchip"]])
-def test_cli_train_upsamples_the_training_series_only(tmp_path, capsys, method):
+@pytest.mark.parametrize("texture", [[], ["--upsample-texture", "0.5"]])
+def test_cli_train_upsamples_the_training_series_only(tmp_path, capsys, texture):
     _write_root(tmp_path / "root")
     _, validation = load_corpus(tmp_path / "root", validation_share=0.3)
     argv = ["train", "--out", str(tmp_path / "run"), "--real-data", str(tmp_path / "root"), "--steps", "1",
             "--batch-size", "4", "--context-length", "64", "--pool-size", "8", "--val-every", "1",
             "--validation-share", "0.3", "--accelerator", "cpu"]
-    assert main([*argv, "--upsample-real", "H=12", *method]) == 0
+    assert main([*argv, "--upsample-real", "H=12", *texture]) == 0
     data = json.loads((tmp_path / "run" / "model" / "config.json").read_text())["training"]["data"]
     hourly_in_training = 4 - sum(d == "hourly" for d in validation.datasets)
-    assert f"{hourly_in_training} of them upsampled copies (H=12, {method[-1] if method else 'linear'})" in data
+    shape = ", texture 0.5" if texture else ""
+    assert f"{hourly_in_training} of them upsampled copies (H=12{shape})" in data
     assert f"; {len(validation)} held out" in data  # the validation split is the one without upsampling
     capsys.readouterr()
 
@@ -176,7 +190,9 @@ def test_cli_train_upsamples_the_training_series_only(tmp_path, capsys, method):
     (["--real-data", "ROOT", "--upsample-real", "H=twelve"], "--upsample-real: expected FREQ=FACTOR"),
     (["--real-data", "ROOT", "--upsample-real", "M=2"], "--upsample-real: frequency 'M' has no fixed step"),
     (["--real-data", "ROOT", "--upsample-real", "10T=2"], "no training series under"),
-    (["--real-data", "ROOT", "--upsample-method", "pchip"], "--upsample-method needs --upsample-real"),
+    (["--real-data", "ROOT", "--upsample-texture", "0.5"], "--upsample-texture needs --upsample-real"),
+    (["--real-data", "ROOT", "--upsample-real", "H=12", "--upsample-texture", "-1"],
+     "--upsample-texture must be a finite number >= 0"),
 ])
 def test_cli_train_refuses_an_upsampling_it_cannot_do(tmp_path, capsys, extra, message):
     _write_root(tmp_path / "root")

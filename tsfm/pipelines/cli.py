@@ -9,6 +9,7 @@ stays instant and a missing extra is one line naming it.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,9 +71,10 @@ if TYPE_CHECKING:
         help="also train on copies of the real training series of each FREQ interpolated onto a grid FACTOR times "
              "finer, as datasets of their own (e.g. H=12,30T=6,10T=2: 5-minute series with real day-to-day "
              "changes; validation untouched; tsfm.pipelines.data.upsample)"),
-    arg("--upsample-method", choices=("linear", "pchip"), default=None,
-        help="how --upsample-real fills the finer steps: linear (default) or pchip (a smooth monotone cubic, "
-             "needs scipy)"),
+    arg("--upsample-texture", type=float, default=None, metavar="T",
+        help="--upsample-real's finer steps get a Brownian bridge pinned to the observed steps, its spread T times a "
+             "random walk's at each interval's pace: a fine sensor's step-to-step texture (default 0: straight "
+             "lines; drawn from --seed)"),
     arg("--synthetic-share", type=float, default=None,
         help="share of synthetic windows (default: 1.0 without --real-data, 0.5 with it)"),
     arg("--mixup-prob", type=float, default=0.2, help="share of TSMixup windows (default: 0.2)"),
@@ -121,13 +123,11 @@ def train_command(args: argparse.Namespace) -> int:
         raise CommandError("--distill-weight needs --teacher (the model to distil from)")
     if args.upsample_real is not None and args.real_data is None:
         raise CommandError("--upsample-real needs --real-data (the series it interpolates)")
-    if args.upsample_method is not None and args.upsample_real is None:
-        raise CommandError("--upsample-method needs --upsample-real (the frequencies it interpolates)")
-    if args.upsample_method == "pchip":
-        try:
-            import scipy.interpolate  # noqa: F401  (checked before any series is read)
-        except ImportError as err:
-            raise CommandError(f"--upsample-method pchip needs scipy (pip install 'tsfm[train]'): {err}") from None
+    if args.upsample_texture is not None and args.upsample_real is None:
+        raise CommandError("--upsample-texture needs --upsample-real (the copies it shapes)")
+    texture = args.upsample_texture or 0.0
+    if not math.isfinite(texture) or texture < 0:
+        raise CommandError(f"--upsample-texture must be a finite number >= 0, got {args.upsample_texture}")
     try:
         upsampling = parse_upsampling(args.upsample_real) if args.upsample_real is not None else {}
     except UpsampleError as err:
@@ -156,13 +156,13 @@ def train_command(args: argparse.Namespace) -> int:
             real, validation = load_corpus(args.real_data, max_length=args.max_series_length,
                                            validation_share=args.validation_share,
                                            validation_split=args.validation_split)
-            method = args.upsample_method or "linear"
-            added = add_upsampled(real, upsampling, max_length=args.max_series_length,
-                                  method=method) if upsampling else 0
+            added = add_upsampled(real, upsampling, max_length=args.max_series_length, texture=texture,
+                                  seed=args.seed) if upsampling else 0
             if upsampling and not added:
                 raise CommandError(f"--upsample-real {args.upsample_real}: no training series under {args.real_data} "
                                    "has one of those frequencies")
-            upsampled = f"{added} of them upsampled copies ({args.upsample_real}, {method}); " if added else ""
+            shape = f", texture {texture:g}" if texture else ""
+            upsampled = f"{added} of them upsampled copies ({args.upsample_real}{shape}); " if added else ""
             parts.append(f"{len(real)} real series from {args.real_data} ({upsampled}{len(validation)} held out for "
                          f"validation, split by {args.validation_split})")
         description = " + ".join(parts)
