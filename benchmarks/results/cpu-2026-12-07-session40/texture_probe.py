@@ -25,7 +25,8 @@ def smooth(context: np.ndarray, width: int) -> np.ndarray:
     """Centred moving mean of ``width`` steps over the observed values (missing ones skipped, staying missing)."""
     kernel = np.ones(width)
     observed = np.isfinite(context)
-    sums = np.stack([np.convolve(np.where(o, c, 0.0), kernel, mode="same") for c, o in zip(context, observed, strict=True)])
+    filled = np.where(observed, context, 0.0)
+    sums = np.stack([np.convolve(row, kernel, mode="same") for row in filled])
     counts = np.stack([np.convolve(o.astype(float), kernel, mode="same") for o in observed])
     return np.where(observed, sums / np.maximum(counts, 1), np.nan).astype(np.float32)
 
