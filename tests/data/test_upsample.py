@@ -192,7 +192,7 @@ def test_cli_train_upsamples_the_training_series_only(tmp_path, capsys, texture)
     (["--real-data", "ROOT", "--upsample-real", "10T=2"], "no training series under"),
     (["--real-data", "ROOT", "--upsample-texture", "0.5"], "--upsample-texture needs --upsample-real"),
     (["--real-data", "ROOT", "--upsample-real", "H=12", "--upsample-texture", "-1"],
-     "--upsample-texture must be a finite number >= 0"),
+     "--upsample-texture: texture must be a finite number >= 0, got -1.0"),
 ])
 def test_cli_train_refuses_an_upsampling_it_cannot_do(tmp_path, capsys, extra, message):
     _write_root(tmp_path / "root")

@@ -9,7 +9,6 @@ stays instant and a missing extra is one line naming it.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -117,7 +116,7 @@ def train_command(args: argparse.Namespace) -> int:
 
     from tsfm.checkpoint import CheckpointError
     from tsfm.pipelines.data.corpus import CorpusError, load_corpus
-    from tsfm.pipelines.data.upsample import UpsampleError, add_upsampled, parse_upsampling
+    from tsfm.pipelines.data.upsample import UpsampleError, add_upsampled, check_texture, parse_upsampling
 
     if args.distill_weight is not None and args.teacher is None:
         raise CommandError("--distill-weight needs --teacher (the model to distil from)")
@@ -125,13 +124,15 @@ def train_command(args: argparse.Namespace) -> int:
         raise CommandError("--upsample-real needs --real-data (the series it interpolates)")
     if args.upsample_texture is not None and args.upsample_real is None:
         raise CommandError("--upsample-texture needs --upsample-real (the copies it shapes)")
-    texture = args.upsample_texture or 0.0
-    if not math.isfinite(texture) or texture < 0:
-        raise CommandError(f"--upsample-texture must be a finite number >= 0, got {args.upsample_texture}")
     try:
         upsampling = parse_upsampling(args.upsample_real) if args.upsample_real is not None else {}
     except UpsampleError as err:
         raise CommandError(f"--upsample-real: {err}") from None
+    texture = args.upsample_texture or 0.0
+    try:
+        check_texture(texture)
+    except UpsampleError as err:
+        raise CommandError(f"--upsample-texture: {err}") from None
     try:
         model_config = _model_config(args)
         share = args.synthetic_share if args.synthetic_share is not None else (

@@ -26,7 +26,8 @@ from pandas.tseries.frequencies import to_offset
 from .corpus import Corpus
 from .frequency import UnknownFrequencyError, to_pandas_freq
 
-__all__ = ["UpsampleError", "add_upsampled", "parse_upsampling", "upsample", "upsampled_frequency"]
+__all__ = ["UpsampleError", "add_upsampled", "check_texture", "parse_upsampling", "upsample", "upsampled_frequency"]
+
 
 class UpsampleError(ValueError):
     """An upsampling request that cannot be carried out (a frequency without a fixed step, a factor below 2)."""
@@ -49,8 +50,7 @@ def upsample(series: np.ndarray, factor: int, texture: float = 0.0,
     (required then, so copies are reproducible).
     """
     _check_factor(factor)
-    if not np.isfinite(texture) or texture < 0:
-        raise UpsampleError(f"texture must be a finite number >= 0, got {texture!r}")
+    check_texture(texture)
     values = np.asarray(series, dtype=np.float32)
     if values.ndim != 1 or values.size < 2:
         raise UpsampleError(f"series must be one-dimensional with at least 2 steps, got shape {values.shape}")
@@ -90,6 +90,12 @@ def _check_factor(factor: object) -> None:
     """Refuses anything but an integer of at least 2 (1 would copy the series, a fraction is downsampling)."""
     if isinstance(factor, bool) or not isinstance(factor, int | np.integer) or factor < 2:
         raise UpsampleError(f"factor must be an integer >= 2, got {factor!r}")
+
+
+def check_texture(texture: float) -> None:
+    """Refuses a texture that is not a finite number of at least 0 (0: straight lines)."""
+    if not np.isfinite(texture) or texture < 0:
+        raise UpsampleError(f"texture must be a finite number >= 0, got {texture!r}")
 
 
 def _step(freq: str) -> pd.Timedelta:
@@ -142,8 +148,7 @@ def add_upsampled(corpus: Corpus, factors: Mapping[str, int], *, max_length: int
     ``upsample``; its bridges draw from one generator seeded by ``seed``, series by series, so a corpus and seed
     give the same copies.
     """
-    if not np.isfinite(texture) or texture < 0:
-        raise UpsampleError(f"texture must be a finite number >= 0, got {texture!r}")
+    check_texture(texture)
     # per step: the factor and the finer grid's frequency (checks every pair before any series is touched)
     targets = {_step(freq): (factor, upsampled_frequency(freq, factor)) for freq, factor in factors.items()}
     rng = np.random.default_rng(seed)
