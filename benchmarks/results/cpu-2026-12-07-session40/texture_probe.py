@@ -6,7 +6,7 @@ context beside them. Descriptive, nothing is chosen from it: if smoothing the in
 5-minute texture worse than smooth input, which textured training copies (`--upsample-texture`) could address.
 
     cd /work/main && PYTHONPATH=.:benchmarks/results/cpu-2026-12-07-session38 .venv/bin/python \\
-        benchmarks/results/cpu-2026-12-07-session40/texture_probe.py --benchmark data/benchmark
+        benchmarks/results/cpu-2026-12-07-session40/texture_probe.py --benchmark data/benchmark [--models A,B]
 """
 
 from __future__ import annotations
@@ -35,28 +35,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", type=Path, required=True)
     parser.add_argument("--widths", default="3,5,9")
+    parser.add_argument("--models", default="default", help="comma-separated built-in names or checkpoint folders")
     args = parser.parse_args()
     context, truth = windows(args.benchmark, range(2, 9))
     horizon = truth.shape[1]
-    model = load_model("default").eval()
-    median = model.quantile_levels.index(0.5)
     naive = np.tile(context[:, -DAY:], (1, -(-horizon // DAY)))[:, :horizon]
     print(f"{truth.shape[0]} windows of {horizon} steps (spans 2-8); MAE of the median against the raw truth")
-    print("| input | with the blend | x SN | without | x SN |")
-    print("|---|--:|--:|--:|--:|")
+    print("| model | input | with the blend | x SN | without | x SN |")
+    print("|---|---|--:|--:|--:|--:|")
     reference = np.nanmean(np.abs(naive - truth))
     inputs = {"raw": context, **{f"moving mean of {w}": smooth(context, w) for w in map(int, args.widths.split(","))}}
-    for name, given in inputs.items():
-        tensor = torch.from_numpy(given)
-        blended = model.forecast(tensor, horizon)[:, median].numpy()
-        alone = model.forecast(tensor, horizon, naive_blend="off")[:, median].numpy()
-        a, b = np.nanmean(np.abs(blended - truth)), np.nanmean(np.abs(alone - truth))
-        print(f"| {name} | {a:.3f} | {a / reference:.3f} | {b:.3f} | {b / reference:.3f} |")
-    print(f"| Seasonal Naive (raw) | {reference:.3f} | 1 | | |")
+    for spec in args.models.split(","):
+        model = load_model(spec).eval()
+        median = model.quantile_levels.index(0.5)
+        for name, given in inputs.items():
+            tensor = torch.from_numpy(given)
+            blended = model.forecast(tensor, horizon)[:, median].numpy()
+            alone = model.forecast(tensor, horizon, naive_blend="off")[:, median].numpy()
+            a, b = np.nanmean(np.abs(blended - truth)), np.nanmean(np.abs(alone - truth))
+            print(f"| {spec} | {name} | {a:.3f} | {a / reference:.3f} | {b:.3f} | {b / reference:.3f} |")
+    print(f"| Seasonal Naive | raw | {reference:.3f} | 1 | | |")
     for name, given in list(inputs.items())[1:]:  # the blend's other member also reads the smoothed context
         copy = np.tile(given[:, -DAY:], (1, -(-horizon // DAY)))[:, :horizon]
         error = np.nanmean(np.abs(copy - truth))
-        print(f"| Seasonal Naive ({name}) | {error:.3f} | {error / reference:.3f} | | |")
+        print(f"| Seasonal Naive | {name} | {error:.3f} | {error / reference:.3f} | | |")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ def upsample(series: np.ndarray, factor: int, texture: float = 0.0,
     ``texture * |change over the interval| / sqrt(factor)`` (at 1: as if the series moved as a random walk at its
     observed pace within each interval): a flat interval stays flat (a night of zero solar power), a steep one gets
     texture; the result is clipped to the range the series was observed in. The bridges draw from ``rng``
-    (required then, so copies are reproducible).
+    (required then, so copies are reproducible). A paired CPU probe found no sign yet that textured copies teach the
+    model to read rough input better (``benchmarks/RESULTS.md``, fortieth session); straight lines stay the default.
     """
     _check_factor(factor)
     check_texture(texture)
