@@ -49,7 +49,8 @@ bench-cpu: $(STAMP)
 # fresh optimizer, lower peak rate, new seed); then six more continuations of that model with real series moved onto
 # a 5-minute grid (--upsample-real), averaged with it half and half in weight space. The pretraining corpus is capped
 # as on the device; there scripts/device/pretrain_many.sh ran the same `tsfm train` commands (the first in two calls,
-# --max-minutes 7.4 then 5.6: the second resumed the Lightning checkpoint exactly). On a CPU it would take days; `make train-default-cpu` is the earliest 1M CPU recipe.
+# --max-minutes 7.4 then 5.6: the second resumed the Lightning checkpoint exactly). On a CPU it would take days;
+# `make train-default-cpu` is the earliest 1M CPU recipe.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain
 capped-corpus: $(STAMP)

@@ -152,13 +152,11 @@ def add_upsampled(corpus: Corpus, factors: Mapping[str, int], *, max_length: int
     check_texture(texture)
     # per step: the factor and the finer grid's frequency (checks every pair before any series is touched)
     targets = {_step(freq): (factor, upsampled_frequency(freq, factor)) for freq, factor in factors.items()}
+    target_of = {freq: _target(freq, targets) for freq in set(corpus.frequencies)}  # each spelling parsed once
     rng = np.random.default_rng(seed)
     added = 0
     for index in range(len(corpus)):  # the copies appended below are past this range
-        try:
-            target = targets.get(_step(corpus.frequencies[index]))
-        except UpsampleError:
-            continue  # unknown ("") or without a fixed step (monthly, ...): never upsampled
+        target = target_of[corpus.frequencies[index]]
         if target is None or corpus.series[index].size < 2:
             continue
         factor, finer = target
@@ -170,3 +168,12 @@ def add_upsampled(corpus: Corpus, factors: Mapping[str, int], *, max_length: int
         corpus.append(np.ascontiguousarray(values), f"{corpus.datasets[index]} x{factor}", freq=finer)
         added += 1
     return added
+
+
+def _target(freq: str, targets: Mapping[pd.Timedelta, tuple[int, str]]) -> tuple[int, str] | None:
+    """``(factor, finer frequency)`` for series of ``freq``; None for a frequency not asked for, unknown (``""``) or
+    without a fixed step (monthly, ...): such series are never upsampled."""
+    try:
+        return targets.get(_step(freq))
+    except UpsampleError:
+        return None
