@@ -109,7 +109,8 @@ train-recurrent: capped-corpus
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont9r
 	$(TRAIN_DEFAULT) --init-from runs/cont9r/model --seed 10 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.2 \
 		--learning-rate 5e-5 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont10r
-	$(VENV)/bin/python scripts/ship_default.py runs/cont10r/model tsfm/models/recurrent --decoding masked
+	$(VENV)/bin/python scripts/ship_default.py runs/cont10r/model tsfm/models/recurrent --decoding masked \
+		--no-flip-equivariant
 
 # The shipped small model (CPU only, about an hour on 2 threads): the earlier 1M CPU run of train-default-cpu's
 # recipe, as shipped until the fifteenth session (taken from git), continued for 12,000 steps (fifteenth session), then

@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naive-blend", choices=NAIVE_BLENDS, default=None,
                         help="lean forecasts towards Seasonal Naive by an in-context backtest (tsfm.naive_blend), "
                              "instead of what each checkpoint's config.json says")
+    parser.add_argument("--flip-equivariant", choices=("on", "off"), default=None,
+                        help="average each forecast with its mirror image's turned back (on) or not (off), instead "
+                             "of what each checkpoint's config.json says (ModelConfig.flip_equivariant)")
     windows = parser.add_mutually_exclusive_group()
     windows.add_argument("--before-test", dest="spans_back", action="store_const", const=2, default=1,
                          help="score the windows that end where the test windows begin (choosing inference settings "
@@ -92,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         settings["infer_nonnegative"] = args.infer_nonnegative == "on"
     if args.naive_blend is not None:
         settings["naive_blend"] = args.naive_blend
+    if args.flip_equivariant is not None:
+        settings["flip_equivariant"] = args.flip_equivariant == "on"
     for spec, name in zip(args.models, names, strict=True):
         if settings:
             spec = str(with_inference(spec, scratch / name, **settings))

@@ -12,7 +12,8 @@ only if
    ratio over the held-out datasets has an interval that does not lie above 1 (its lower end at most 1: not worse,
    as far as 15 datasets can tell; they are too few to ask for better).
 
-Every model is scored with the reference's inference settings (decoding, ``infer_nonnegative``, ``naive_blend``),
+Every model is scored with the reference's inference settings (decoding, ``infer_nonnegative``, ``naive_blend``,
+``flip_equivariant``),
 so a candidate is judged as it would ship. Writes ``OUT/judge.md`` and ``OUT/judge.json`` (the verdicts, then each
 candidate's MASE ratio to the reference per frequency, term and configuration: where it gains or loses) and every
 model's ``all_results.csv`` per span under ``OUT/spans_back_N/``. ``--watch CONFIG`` adds one configuration's
@@ -55,7 +56,7 @@ REFERENCE_NAME = "reference"
 def inference_settings(config: ModelConfig) -> list[str]:
     """The reference's inference settings as ``eval_checkpoints.py`` flags, so every model is scored as it ships."""
     return ["--decoding", config.decoding, "--infer-nonnegative", "on" if config.infer_nonnegative else "off",
-            "--naive-blend", config.naive_blend]
+            "--naive-blend", config.naive_blend, "--flip-equivariant", "on" if config.flip_equivariant else "off"]
 
 
 def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list[str], spans_back: Sequence[int],
@@ -143,15 +144,17 @@ def _watch_cell(value: float | str) -> str:
     return "-" if np.isnan(value) else f"{value:.3f}"
 
 
-def validation_verdicts(models: dict[str, str], args: argparse.Namespace, blend: str, clamp: bool
+def validation_verdicts(models: dict[str, str], args: argparse.Namespace, config: ModelConfig
                         ) -> dict[str, list[float] | None]:
     """Each candidate's paired ratio over the held-out datasets (``validation_forecast.py``), with the reference's
-    blend and clamp."""
+    blend, clamp and sign-flip average (``config``)."""
     out_file = args.out / "validation_forecast_common.json"
     validation_forecast([*models.values(), "--real-data", str(args.real_data), "--validation-split", "common",
-                         "--no-flip", "--naive-blends", blend, "--out", str(out_file),
+                         "--flip", "on" if config.flip_equivariant else "off", "--naive-blends", config.naive_blend,
+                         "--out", str(out_file),
                          *(["--device", args.device] if args.device else [])])
-    rows = [row for row in json.loads(out_file.read_text())["rows"] if row["infer_nonnegative"] == clamp]
+    rows = [row for row in json.loads(out_file.read_text())["rows"]
+            if row["infer_nonnegative"] == config.infer_nonnegative]
     by_model = {row["members"][0]["model"]: row for row in rows}
     return {name: by_model[path].get("paired_dataset_ratio") for name, path in models.items() if name != REFERENCE_NAME}
 
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.watch else None
     bench = benchmark_verdicts(scores, names)
     breakdowns = {by: ratio_breakdown(scores, names, by) for by in BREAKDOWNS}
-    validation = validation_verdicts(models, args, config.naive_blend, config.infer_nonnegative)
+    validation = validation_verdicts(models, args, config)
     judged = {name: {"benchmark": bench[name], "validation": validation[name],
                      "verdict": verdict(bench[name], validation[name])} for name in names}
 

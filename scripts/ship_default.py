@@ -1,10 +1,10 @@
 """Turn a trained checkpoint into a shipped model (``tsfm/models/default``, ``tsfm/models/recurrent``): bf16 weights in
 shards under 16 MiB, the shipped inference settings (masked decoding; non-negative forecasts for series never
-negative; the Seasonal-Naive blend ``inverse_mse``; each chosen by the rules in benchmarks/RESULTS.md), provenance
-kept.
+negative; the Seasonal-Naive blend ``inverse_mse``; the sign-flip average; each chosen by the rules in
+benchmarks/RESULTS.md), provenance kept.
 
     python scripts/ship_default.py runs/default-10m/model tsfm/models/default [--decoding masked]
-        [--no-infer-nonnegative] [--naive-blend inverse_mse]
+        [--no-infer-nonnegative] [--naive-blend inverse_mse] [--no-flip-equivariant]
 """
 
 from __future__ import annotations
@@ -35,10 +35,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="ModelConfig.infer_nonnegative (default: on)")
     parser.add_argument("--naive-blend", choices=NAIVE_BLENDS, default="inverse_mse",
                         help="ModelConfig.naive_blend (default: inverse_mse)")
+    parser.add_argument("--flip-equivariant", action=argparse.BooleanOptionalAction, default=True,
+                        help="ModelConfig.flip_equivariant (default: on)")
     args = parser.parse_args(argv)
     trained = load_model(args.checkpoint)
     inference = {"decoding": args.decoding, "infer_nonnegative": args.infer_nonnegative,
-                 "naive_blend": args.naive_blend}
+                 "naive_blend": args.naive_blend, "flip_equivariant": args.flip_equivariant}
     shipped = Forecaster(dataclasses.replace(trained.config, **inference)).eval()
     shipped.load_state_dict(trained.state_dict())
     training = json.loads((args.checkpoint / "config.json").read_text())["training"]

@@ -2,8 +2,8 @@
 
 ``scripts/validation_loss.py`` scores the training objective (one forward pass, every token); options that act only
 when forecasting need the forecasts themselves: ``infer_nonnegative`` (``Forecaster.forecast``) and the sign-flip
-average that TimesFM 2.5 offers as ``force_flip_invariance`` (computed here from two forecasts: level ``q`` of ``x``
-averaged with minus level ``1 - q`` of ``-x``; measured, not shipped: see ``benchmarks/RESULTS.md``).
+average that TimesFM 2.5 offers as ``force_flip_invariance`` (``ModelConfig.flip_equivariant``: level ``q`` of ``x``
+averaged with minus level ``1 - q`` of ``-x``; see ``benchmarks/RESULTS.md``, fifteenth and forty-first sessions).
 
 This script rebuilds the same validation windows (the hash split, ``VALIDATION_SEED``, the checkpoint's recorded
 settings), forecasts each window's future patches through ``Forecaster.forecast`` once for every checkpoint given
@@ -44,13 +44,10 @@ from tsfm.scaling import ScaleParams, apply_scale, fit_scale
 def forecast(model, context: torch.Tensor, horizon: int, *, context_length: int, decoding: str,
              flip_invariant: bool, naive_blend: str) -> torch.Tensor:
     """``[B, Q, H]`` quantiles under the options, before the clamp: the context's last ``context_length`` steps,
-    ``decoding``, the Seasonal-Naive blend and the sign-flip average (the levels must be symmetric about 0.5)."""
-    context = context[:, -context_length:]
-    out = model.forecast(context, horizon, decoding, infer_nonnegative=False, naive_blend=naive_blend)
-    if flip_invariant:
-        out = 0.5 * (out - model.forecast(-context, horizon, decoding, infer_nonnegative=False,
-                                          naive_blend=naive_blend).flip(1))
-    return out
+    ``decoding``, the Seasonal-Naive blend and the sign-flip average (``Forecaster.forecast``'s
+    ``flip_equivariant``; the levels must be symmetric about 0.5)."""
+    return model.forecast(context[:, -context_length:], horizon, decoding, infer_nonnegative=False,
+                          naive_blend=naive_blend, flip_equivariant=flip_invariant)
 
 
 def score(quantiles: torch.Tensor, targets: torch.Tensor, params: ScaleParams, levels, groups) -> dict[str, float]:
@@ -76,7 +73,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="comma-separated: also forecast from only the last N steps of each window (default: "
                              "the model's context length alone)")
     parser.add_argument("--decodings", default=None, help="comma-separated (default: the model's decoding alone)")
-    parser.add_argument("--no-flip", action="store_true", help="leave out the sign-flip average (half the time)")
+    flips = parser.add_mutually_exclusive_group()
+    flips.add_argument("--flip", choices=("on", "off", "both"), default="both",
+                       help="score with the sign-flip average (on), without it (off) or both ways (default)")
+    flips.add_argument("--no-flip", dest="flip", action="store_const", const="off",
+                       help="the same as --flip off (half the time)")
     parser.add_argument("--naive-blends", default=None,
                         help="comma-separated tsfm.naive_blend settings (default: the model's alone)")
     parser.add_argument("--pairs", action="store_true",
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         "context_length": [int(n) for n in args.context_lengths.split(",")] if args.context_lengths
         else [model_config.context_length],
         "decoding": args.decodings.split(",") if args.decodings else [model_config.decoding],
-        "flip_invariant": [False] if args.no_flip else [False, True],
+        "flip_invariant": {"on": [True], "off": [False], "both": [False, True]}[args.flip],
         "naive_blend": args.naive_blends.split(",") if args.naive_blends else [model_config.naive_blend],
     }
     params = ScaleParams(*(t.cpu() for t in fit_scale(contexts)))

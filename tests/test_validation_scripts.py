@@ -284,3 +284,15 @@ def test_judge_verdict_needs_both_benchmark_intervals_below_1_and_the_held_out_o
     assert verdict(better, [1.03, 1.005, 1.06]) == "does not ship"  # worse on the held-out windows
     assert verdict(better, None) == "does not ship"  # fewer than two held-out datasets: no evidence
     assert verdict({**better, "CRPS": [0.96, 0.93, 1.0]}, [0.97, 0.94, 0.99]) == "does not ship"  # must lie below 1
+
+
+def test_the_judge_scores_every_model_with_the_references_inference_settings():
+    """Candidates are scored as the reference ships, the sign-flip average included (on for the default since the
+    forty-first session), so a candidate is never judged without a setting the shipped model forecasts with."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import judge_checkpoints
+
+    for flip in (True, False):
+        flags = judge_checkpoints.inference_settings(ModelConfig(flip_equivariant=flip, naive_blend="switch"))
+        pairs = dict(zip(flags[::2], flags[1::2], strict=True))
+        assert pairs["--flip-equivariant"] == ("on" if flip else "off") and pairs["--naive-blend"] == "switch"

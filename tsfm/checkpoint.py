@@ -160,18 +160,21 @@ def load_model(
     decoding: str | None = None,
     infer_nonnegative: bool | None = None,
     naive_blend: str | None = None,
+    flip_equivariant: bool | None = None,
 ) -> Forecaster:
     """Load a Forecaster from a built-in name (``"default"``) or a checkpoint folder, in eval mode.
 
-    ``decoding``, ``infer_nonnegative`` and ``naive_blend`` replace the checkpoint's inference settings of the same
-    names (``ModelConfig``; the weights do not depend on them), e.g. ``load_model("default", infer_nonnegative=False)``
-    for series that may turn negative after a non-negative history, or ``naive_blend="off"`` for the model's own
-    forecasts (everywhere the model goes: ``predict``, streams, the service).
+    ``decoding``, ``infer_nonnegative``, ``naive_blend`` and ``flip_equivariant`` replace the checkpoint's inference
+    settings of the same names (``ModelConfig``; the weights do not depend on them), e.g.
+    ``load_model("default", infer_nonnegative=False)`` for series that may turn negative after a non-negative history,
+    ``naive_blend="off"`` for the model's own forecasts, or ``flip_equivariant=False`` for half the compute
+    (everywhere the model goes: ``predict``, streams, the service).
     """
     path = resolve_model_path(name_or_path)
     config, _ = read_checkpoint_config(path)
     inference = {k: v for k, v in (("decoding", decoding), ("infer_nonnegative", infer_nonnegative),
-                                   ("naive_blend", naive_blend)) if v is not None}
+                                   ("naive_blend", naive_blend), ("flip_equivariant", flip_equivariant))
+                 if v is not None}
     if inference:
         try:
             config = config.replace(**inference)

@@ -291,6 +291,9 @@ def _summary_table(forecast: Any, id_column: str) -> str:
     arg("--naive-blend", choices=NAIVE_BLENDS, default=None,
         help="move forecasts towards Seasonal Naive by how the two forecast each series' last steps (off: the "
              "model's own forecast; default: the model's ModelConfig.naive_blend, inverse_mse for the default)"),
+    arg("--flip-equivariant", action=argparse.BooleanOptionalAction, default=None,
+        help="average each forecast with the upside-down series' forecast turned back (twice the compute; default: "
+             "the model's ModelConfig.flip_equivariant, on for the default); --no-flip-equivariant forecasts once"),
 )
 def forecast_command(args: argparse.Namespace) -> int:
     from tsfm.config import DEFAULT_QUANTILE_LEVELS
@@ -312,6 +315,7 @@ def forecast_command(args: argparse.Namespace) -> int:
         context_length=args.context_length,
         infer_nonnegative=False if args.allow_negative else None,
         naive_blend=args.naive_blend,
+        flip_equivariant=args.flip_equivariant,
         **columns,
     )
     print(_summary_table(forecast, args.id_column))

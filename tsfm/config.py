@@ -30,7 +30,13 @@ def naive_blend_problem(value: object, *, allow_none: bool = False) -> str | Non
         return None
     return f"naive_blend must be one of {', '.join(NAIVE_BLENDS)}{' or None' if allow_none else ''}, got {value!r}"
 
-INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "pad_short_contexts", "naive_blend")
+def levels_are_symmetric(levels: tuple[float, ...]) -> bool:
+    """Whether every quantile level ``q`` has its mirror ``1 - q`` at the mirrored position (what turning a forecast
+    upside down needs: the flipped series' quantile ``1 - q`` is minus the series' quantile ``q``)."""
+    return all(abs(low + high - 1.0) < 1e-9 for low, high in zip(levels, reversed(levels), strict=True))
+
+
+INFERENCE_FIELDS = ("decoding", "infer_nonnegative", "pad_short_contexts", "naive_blend", "flip_equivariant")
 """``ModelConfig`` fields that only say how forecasts are made: the weights, a training run and a stream's state do
 not depend on them, so they may differ between a checkpoint and the model that reads it
 (:meth:`ModelConfig.same_network`)."""
@@ -88,6 +94,12 @@ class ModelConfig:
             (``"inverse_mae"``, ``"inverse_mse"``, ``"switch"``; ``"off"``: the model's forecast as it is):
             :mod:`tsfm.naive_blend`.
             An inference setting; ``Forecaster.forecast`` can override it per call.
+        flip_equivariant: forecast every series twice, as it is and turned upside down (``-x``), and average the
+            first forecast with the second turned back (its quantile ``q`` is minus the flipped series' quantile
+            ``1 - q``), so that a forecast of ``-x`` is exactly minus the forecast of ``x``, as TimesFM 2.5's
+            ``force_flip_invariance`` does. A network learns no such symmetry exactly; the average removes the
+            part of each forecast that breaks it, at twice the compute. Needs quantile levels symmetric about 0.5.
+            An inference setting; ``Forecaster.forecast`` can override it per call.
         scale_loc_steps: centre each context on the mean of its last ``scale_loc_steps`` observed steps (its recent
             level) instead of its whole mean; the spread is still the whole context's (:func:`tsfm.scaling.fit_scale`).
             ``None`` (every checkpoint before it): the whole mean, DESIGN §2.1. Part of the network's function, not an
@@ -114,6 +126,7 @@ class ModelConfig:
     infer_nonnegative: bool = False
     pad_short_contexts: bool = True
     naive_blend: str = "off"
+    flip_equivariant: bool = False
     scale_loc_steps: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -141,6 +154,10 @@ class ModelConfig:
             problems.append(f"infer_nonnegative must be true or false, got {self.infer_nonnegative!r}")
         if problem := naive_blend_problem(self.naive_blend):
             problems.append(problem)
+        if not isinstance(self.flip_equivariant, bool):
+            problems.append(f"flip_equivariant must be true or false, got {self.flip_equivariant!r}")
+        elif self.flip_equivariant and not levels_are_symmetric(levels):
+            problems.append(f"flip_equivariant needs quantile_levels symmetric about 0.5, got {levels!r}")
         if not isinstance(self.pad_short_contexts, bool):
             problems.append(f"pad_short_contexts must be true or false, got {self.pad_short_contexts!r}")
         loc_steps = self.scale_loc_steps

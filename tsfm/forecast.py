@@ -109,6 +109,7 @@ def predict(
     show_progress: bool | None = None,
     infer_nonnegative: bool | None = None,
     naive_blend: str | None = None,
+    flip_equivariant: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Forecast quantiles for one or many series given as arrays.
 
@@ -132,6 +133,10 @@ def predict(
             move it towards Seasonal Naive by how the two forecast each series' last steps (``tsfm.naive_blend``: one
             more, shorter forecast per series); ``None`` does what the model's ``config.naive_blend`` says
             (``"inverse_mse"`` for the shipped default).
+        flip_equivariant: ``True`` forecasts each series as it is and upside down and averages the two (the second
+            turned back), so that ``-x`` is forecast as exactly minus ``x``'s forecast, at twice the compute;
+            ``False`` forecasts it once; ``None`` does what the model's ``config.flip_equivariant`` says (on for the
+            shipped default: ``ModelConfig.flip_equivariant``).
 
     Returns:
         ``(quantiles, median)``: float32 arrays ``[N, H, len(quantile_levels)]`` and ``[N, H]``; the median is the
@@ -156,6 +161,7 @@ def predict(
         show_progress=show_progress,
         infer_nonnegative=infer_nonnegative,
         naive_blend=naive_blend,
+        flip_equivariant=flip_equivariant,
     )
 
 
@@ -176,6 +182,7 @@ def predict_df(
     show_progress: bool | None = None,
     infer_nonnegative: bool | None = None,
     naive_blend: str | None = None,
+    flip_equivariant: bool | None = None,
 ) -> pd.DataFrame:
     """Forecast every series of a long-format DataFrame.
 
@@ -190,7 +197,8 @@ def predict_df(
         freq: pandas frequency alias (``"h"``, ``"D"``, ``"W-SUN"``, ``"MS"``, ``"15min"``). ``None`` infers it
             per series and requires all series to agree and be regular. When given, every timestamp must lie on its
             grid, and timestamps missing inside a series are filled with NaN (regularised) before forecasting.
-        batch_size, context_length, device, show_progress, infer_nonnegative, naive_blend: as in ``predict``.
+        batch_size, context_length, device, show_progress, infer_nonnegative, naive_blend, flip_equivariant: as in
+            ``predict``.
         validate_inputs: ``False`` skips the per-series checks for speed; rows must then be sorted by time within
             each series and regular (see ``tsfm.df_utils.prepare_df``).
 
@@ -230,6 +238,7 @@ def predict_df(
         show_progress=show_progress,
         infer_nonnegative=infer_nonnegative,
         naive_blend=naive_blend,
+        flip_equivariant=flip_equivariant,
     )
     columns: dict[Hashable, Any] = {
         id_column: prepared.item_ids.repeat(prediction_length),
@@ -281,10 +290,12 @@ def _predict_series(
     show_progress: bool | None,
     infer_nonnegative: bool | None = None,
     naive_blend: str | None = None,
+    flip_equivariant: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Shared body of ``predict`` and ``predict_df``; ``labels`` name the series in error messages."""
     prediction_length = check_prediction_length(prediction_length)
     infer_nonnegative = check_optional_bool("infer_nonnegative", infer_nonnegative)
+    flip_equivariant = check_optional_bool("flip_equivariant", flip_equivariant)
     if problem := naive_blend_problem(naive_blend, allow_none=True):
         raise ForecastInputError(problem)
     levels = check_quantile_levels(quantile_levels)
@@ -300,7 +311,7 @@ def _predict_series(
     _warn_if_past_trained_horizon(config, prediction_length)
 
     raw = _forecast_in_batches(forecaster, series, prediction_length, batch_size, show_progress,
-                               infer_nonnegative, naive_blend)  # [N, Qm, H]
+                               infer_nonnegative, naive_blend, flip_equivariant)  # [N, Qm, H]
     raw = np.moveaxis(raw, 1, 2)  # [N, H, Qm]
     model_levels = tuple(float(q) for q in forecaster.quantile_levels)
     _warn_if_clamped(levels, model_levels)
@@ -395,16 +406,17 @@ def _forecast_in_batches(
     show_progress: bool | None,
     infer_nonnegative: bool | None = None,
     naive_blend: str | None = None,
+    flip_equivariant: bool | None = None,
 ) -> np.ndarray:
     """Run the model over length buckets and batches; returns ``[N, Q_model, H]`` float32 in input order.
-    ``infer_nonnegative`` and ``naive_blend`` reach ``model.forecast`` only when set, so models without those options
-    still serve."""
+    ``infer_nonnegative``, ``naive_blend`` and ``flip_equivariant`` reach ``model.forecast`` only when set, so models
+    without those options still serve."""
     import torch
     from tqdm.auto import tqdm
 
     patch_size = model.config.patch_size
-    options = {name: value for name, value in (("infer_nonnegative", infer_nonnegative), ("naive_blend", naive_blend))
-               if value is not None}
+    options = {name: value for name, value in (("infer_nonnegative", infer_nonnegative), ("naive_blend", naive_blend),
+                                               ("flip_equivariant", flip_equivariant)) if value is not None}
     batches = _plan_batches([len(s) for s in series], patch_size, batch_size)
     device = _model_device(model)
     out = np.empty((len(series), len(model.quantile_levels), prediction_length), dtype=np.float32)

@@ -17,7 +17,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from tsfm.backbones import build_backbone
-from tsfm.config import DECODINGS, ModelConfig, naive_blend_problem
+from tsfm.config import DECODINGS, ModelConfig, levels_are_symmetric, naive_blend_problem
 from tsfm.heads import QuantileHead, balanced_pinball_loss, pinball_loss, quantile_match_loss
 from tsfm.mlp import ResidualMLP
 from tsfm.naive_blend import blend_with_seasonal_naive
@@ -226,6 +226,13 @@ class Forecaster(nn.Module):
         return tokens
 
     @property
+    def streams_recompute(self) -> bool:
+        """Whether a stream of this model forecasts by re-reading its kept tail rather than from a carried state: a
+        Transformer carries no state, and the sign-flip average (``config.flip_equivariant``) needs the mirrored
+        series' state as well, which one carried state does not hold."""
+        return self.backbone.name == "transformer" or self.config.flip_equivariant
+
+    @property
     def reads_seasonal_naive(self) -> bool:
         """Whether forecasting reads Seasonal Naive from the raw context (the hint or the gate): decoding from a
         carried state then needs that context too."""
@@ -276,13 +283,14 @@ class Forecaster(nn.Module):
         scale: ScaleParams | None = None,
         infer_nonnegative: bool | None = None,
         naive_blend: str | None = None,
+        flip_equivariant: bool | None = None,
     ) -> torch.Tensor:
         """Quantile forecasts ``[B, Q, H]`` in the series' units, sorted along Q, for ``context [B, T]``.
 
         ``decoding`` overrides ``config.decoding`` (``"masked"`` or ``"autoregressive"``); both give the same first
         patch. ``scale`` fixes the scaling (default: fitted on the context), as a stream does.
-        ``infer_nonnegative`` and ``naive_blend`` override the config's (:mod:`tsfm.naive_blend`: a second,
-        shorter forecast backtests the model on the context's last steps).
+        ``infer_nonnegative``, ``naive_blend`` and ``flip_equivariant`` override the config's
+        (:mod:`tsfm.naive_blend`: a second, shorter forecast backtests the model on the context's last steps).
         """
         if prediction_length <= 0:
             raise ValueError(f"prediction_length must be positive, got {prediction_length}")
@@ -290,28 +298,45 @@ class Forecaster(nn.Module):
         if decoding not in DECODINGS:
             raise ValueError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         nonnegative = self.config.infer_nonnegative if infer_nonnegative is None else infer_nonnegative
-        context = context.to(self.device, torch.float32)
-        self.check_context_length(context.shape[-1])
-        window = context if scale is None else None  # a fitted scale is re-fitted when the window is re-read
-        scale = self.fit_scale(context) if scale is None else scale
-        last, state = self.read_context(context, scale)
-        out = self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
-                                     hint_context=context)
+        flip = self.config.flip_equivariant if flip_equivariant is None else flip_equivariant
+        if flip and not levels_are_symmetric(self.quantile_levels):
+            raise ValueError(f"flip_equivariant needs quantile levels symmetric about 0.5, got {self.quantile_levels}")
         blend = self.config.naive_blend if naive_blend is None else naive_blend
         if problem := naive_blend_problem(blend):
             raise ValueError(problem)
-        out = self.blend_with_seasonal_naive(context, out, decoding, blend)
+        context = context.to(self.device, torch.float32)
+        self.check_context_length(context.shape[-1])
+        out = self._network_forecast(context, prediction_length, decoding, scale, flip)
+        out = self.blend_with_seasonal_naive(context, out, decoding, blend, flip)
         return clamp_if_nonnegative(out, has_no_negative_value(context)) if nonnegative else out
 
+    def _network_forecast(self, context: torch.Tensor, prediction_length: int, decoding: str,
+                          scale: ScaleParams | None, flip: bool) -> torch.Tensor:
+        """The network's own quantiles ``[B, Q, H]`` for ``context [B, T]`` (no blend, no clamp). With ``flip``,
+        the series and its mirror image ``-x`` go through in one batch, and the mirror's forecast is turned back
+        (quantile ``q`` of ``x`` is minus quantile ``1 - q`` of ``-x``: the levels reversed) and averaged in."""
+        if flip:
+            count = context.shape[0]
+            if scale is not None:  # the mirror's scale: the centre mirrored, the spread the same
+                scale = ScaleParams(torch.cat([scale.loc, -scale.loc]), torch.cat([scale.scale, scale.scale]))
+            both = self._network_forecast(torch.cat([context, -context]), prediction_length, decoding, scale, False)
+            return 0.5 * (both[:count] - both[count:].flip(1))
+        window = context if scale is None else None  # a fitted scale is re-fitted when the window is re-read
+        scale = self.fit_scale(context) if scale is None else scale
+        last, state = self.read_context(context, scale)
+        return self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
+                                      hint_context=context)
+
     def blend_with_seasonal_naive(self, context: torch.Tensor, quantiles: torch.Tensor, decoding: str,
-                                  how: str) -> torch.Tensor:
+                                  how: str, flip: bool = False) -> torch.Tensor:
         """``quantiles [B, Q, H]`` of ``context [B, T]`` moved towards Seasonal Naive as ``how``
         (``ModelConfig.naive_blend``) says, backtested with this model's own ``decoding`` forecasts (unblended,
-        unclamped): :func:`tsfm.naive_blend.blend_with_seasonal_naive`. ``forecast`` and streams share it."""
+        unclamped; mirrored and averaged too where ``flip`` says the forecast was):
+        :func:`tsfm.naive_blend.blend_with_seasonal_naive`. ``forecast`` and streams share it."""
 
         def backtest(history: torch.Tensor, horizon: int) -> torch.Tensor:
-            return self.forecast(history, horizon, decoding, infer_nonnegative=False,
-                                 naive_blend="off")[:, self._median_index]
+            return self.forecast(history, horizon, decoding, infer_nonnegative=False, naive_blend="off",
+                                 flip_equivariant=flip)[:, self._median_index]
 
         return blend_with_seasonal_naive(context, quantiles, self._median_index, how, backtest)
 

@@ -109,7 +109,7 @@ class Stream:
         self.decoding = self.config.decoding if decoding is None else decoding
         if self.decoding not in DECODINGS:
             raise StreamError(f"decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
-        self.recompute = self.model.backbone.name == "transformer"
+        self.recompute = self.model.streams_recompute
         self._use_cuda_graphs(cuda_graphs)
         model.check_context_length(self.context_length)
         series = _as_series_list(context)
@@ -254,7 +254,10 @@ class Stream:
         self = cls.__new__(cls)
         self.model, self.config = model, model.config
         self.context_length, self.max_drift, self.decoding = meta["context_length"], meta["max_drift"], meta["decoding"]
-        self.recompute = model.backbone.name == "transformer"
+        self.recompute = model.streams_recompute
+        if not self.recompute and "last" not in tensors:
+            raise StreamError("stream snapshot carries no state (its model re-read the tail: flip_equivariant on); "
+                              "restore it with a model whose flip_equivariant is on, as it was saved")
         self._use_cuda_graphs(cuda_graphs)
         device = model.device
         lengths = tensors["tail_lengths"].tolist()
@@ -296,7 +299,8 @@ class Stream:
         if not self.cuda_graphs:
             return
         if self.recompute:
-            raise StreamError("cuda_graphs: the transformer keeps no fixed-size state to capture")
+            raise StreamError("cuda_graphs: this stream re-reads its tail for every forecast (a Transformer, or "
+                              "flip_equivariant on) and keeps no fixed-size state to capture")
         try:
             graphed_step.require_cuda(self.model.device)
         except ValueError as err:
@@ -389,7 +393,8 @@ class Stream:
                                               self.config.patch_size):
             idx = torch.tensor(index, device=out.device)
             context = self._stacked_tails(index, width).to(out.device)
-            blended[idx] = self.model.blend_with_seasonal_naive(context, out[idx], self.decoding, how)
+            blended[idx] = self.model.blend_with_seasonal_naive(context, out[idx], self.decoding, how,
+                                                                self.config.flip_equivariant)
         return blended
 
     def _stacked_tails(self, index: list[int], width: int) -> torch.Tensor:

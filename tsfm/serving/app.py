@@ -349,7 +349,8 @@ async def _answer(service: Service, batcher: MicroBatcher, body: bytes) -> Respo
     del body
     horizon, levels = prepared.prediction_length, prepared.levels
     notes = _warnings(service.served, horizon, levels, prepared.arrays)
-    result = await batcher.submit(prepared.arrays, horizon, levels, prepared.infer_nonnegative, prepared.naive_blend)
+    result = await batcher.submit(prepared.arrays, horizon, levels, prepared.infer_nonnegative, prepared.naive_blend,
+                                  prepared.flip_equivariant)
     values = result.median.size * (len(levels) + 1)
     content = await _off_loop(
         service, values * 8 > settings.inline_parse_bytes, parsing.render, service.spec, prepared.item_ids,
@@ -800,6 +801,7 @@ def _add_info_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
             decoding=config.decoding,
             infer_nonnegative=config.infer_nonnegative,
             naive_blend=config.naive_blend,
+            flip_equivariant=config.flip_equivariant,
         )
         return ModelsResponse(models=[info], limits=service.settings.public_limits())
 

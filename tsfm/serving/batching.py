@@ -94,6 +94,7 @@ class _Job:
     quantile_levels: tuple[float, ...]
     infer_nonnegative: bool | None
     naive_blend: str | None
+    flip_equivariant: bool | None
     future: asyncio.Future[Forecast]
     weight: int  # work units: series x forecast passes
     bulk: bool = False  # one of several calls of a large request
@@ -181,9 +182,10 @@ class MicroBatcher:
     async def submit(
         self, series: Sequence[np.ndarray], prediction_length: int, quantile_levels: Sequence[float],
         infer_nonnegative: bool | None = None, naive_blend: str | None = None,
+        flip_equivariant: bool | None = None,
     ) -> Forecast:
         """Forecast ``series`` (already validated: 1-D float arrays with an observed value) and wait for it;
-        ``infer_nonnegative`` and ``naive_blend`` as ``tsfm.predict`` takes them.
+        ``infer_nonnegative``, ``naive_blend`` and ``flip_equivariant`` as ``tsfm.predict`` takes them.
 
         Cancelling the caller (a timeout) drops the jobs that have not started and discards the result of the one
         that has. A request of more than ``max_batch_series`` work units is split into calls queued as bulk work.
@@ -211,7 +213,7 @@ class MicroBatcher:
         for first in range(0, len(series), size):
             future: asyncio.Future[Forecast] = loop.create_future()
             part = series[first : first + size]
-            queue.append(_Job(part, prediction_length, levels, infer_nonnegative, naive_blend, future,
+            queue.append(_Job(part, prediction_length, levels, infer_nonnegative, naive_blend, flip_equivariant, future,
                               weight=len(part) * passes, bulk=bulk))
             self._wakeup.set()
             try:
@@ -330,13 +332,13 @@ class MicroBatcher:
         return max(1, math.ceil(prediction_length / self.steps_per_pass))
 
     def _run(self, jobs: list[_Job]) -> list[Forecast | BaseException]:
-        """On the model thread: one ``predict`` per horizon, ``infer_nonnegative`` and ``naive_blend``; a failing
-        group is retried job by job."""
+        """On the model thread: one ``predict`` per horizon, ``infer_nonnegative``, ``naive_blend`` and
+        ``flip_equivariant``; a failing group is retried job by job."""
         results: dict[int, Forecast | BaseException] = {}
-        groups: dict[tuple[int, bool | None, str | None], list[int]] = collections.defaultdict(list)
+        groups: dict[tuple[int, bool | None, str | None, bool | None], list[int]] = collections.defaultdict(list)
         for i, job in enumerate(jobs):
-            groups[job.prediction_length, job.infer_nonnegative, job.naive_blend].append(i)
-        for (horizon, _, _), members in groups.items():
+            groups[job.prediction_length, job.infer_nonnegative, job.naive_blend, job.flip_equivariant].append(i)
+        for (horizon, *_), members in groups.items():
             group = [jobs[i] for i in members]
             try:
                 for i, forecast in zip(members, self._predict_group(group, horizon), strict=True):
@@ -368,6 +370,7 @@ class MicroBatcher:
                 show_progress=False,
                 infer_nonnegative=jobs[0].infer_nonnegative,  # one value per group (_run)
                 naive_blend=jobs[0].naive_blend,
+                flip_equivariant=jobs[0].flip_equivariant,
             )
         out: list[Forecast] = []
         start = 0

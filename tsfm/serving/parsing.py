@@ -88,6 +88,7 @@ class Prepared:
     model: str | None
     infer_nonnegative: bool | None = None
     naive_blend: str | None = None
+    flip_equivariant: bool | None = None
 
 
 def prepare(spec: RequestSpec, body: bytes) -> Prepared:
@@ -121,6 +122,7 @@ def prepare(spec: RequestSpec, body: bytes) -> Prepared:
         model=params.model,
         infer_nonnegative=params.infer_nonnegative,
         naive_blend=params.naive_blend,
+        flip_equivariant=params.flip_equivariant,
     )
 
 

@@ -221,6 +221,12 @@ NAIVE_BLEND = (
     "setting (/v1/models)"
 )
 
+FLIP_EQUIVARIANT = (
+    "true: forecast each series as it is and upside down and average the two (the second turned back), so that -x is "
+    "forecast as exactly minus x's forecast, at twice the compute; false: once; null (default): the model's own "
+    "setting (/v1/models)"
+)
+
 
 class ParametersBase(BaseModel):
     """How to forecast: the horizon, the quantile levels and the model."""
@@ -234,6 +240,7 @@ class ParametersBase(BaseModel):
     )
     infer_nonnegative: StrictBool | None = Field(None, description=INFER_NONNEGATIVE)
     naive_blend: NaiveBlend | None = Field(None, description=NAIVE_BLEND)
+    flip_equivariant: StrictBool | None = Field(None, description=FLIP_EQUIVARIANT)
 
     @field_validator("quantile_levels", mode="after")
     @classmethod
@@ -298,6 +305,8 @@ class ModelInfo(BaseModel):
                                     "that were never negative get no negative forecast")
     naive_blend: str = Field("off", description="what a request's naive_blend=null means (off, inverse_mae, "
                              "inverse_mse, switch)")
+    flip_equivariant: bool = Field(False, description="what a request's flip_equivariant=null means: whether each "
+                                   "forecast is averaged with the upside-down series' forecast turned back")
 
 
 class ModelsResponse(BaseModel):

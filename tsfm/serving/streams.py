@@ -247,7 +247,7 @@ class StreamStore:
         """State tensors (backbone state, last hidden vector, loc, scale) and kept tail of one series, in bytes."""
         config = model.config
         tail = context_length * 4
-        if model.backbone.name == "transformer":  # keeps no state: recomputed from the tail
+        if model.streams_recompute:  # keeps no state: recomputed from the tail
             return tail + 8
         state = model.backbone.init_state(1, device="cpu", dtype=torch.float32)
         leaves = sum(leaf.numel() * leaf.element_size() for leaf in pytree.tree_leaves(state))
