@@ -226,6 +226,28 @@ def test_the_unit_of_work_follows_the_decoding(tiny_model) -> None:
     assert [s.series for s in run(main())] == [2, 2, 2, 2]
 
 
+def test_the_sign_flip_average_weighs_each_series_twice(tiny_model) -> None:
+    """Under the sign-flip average a series and its mirror image both go through the model, so a call holds half as
+    many series (the model's own setting where a request says nothing), and the numbers are still ``predict``'s."""
+    from tsfm.model import Forecaster
+
+    flipping = Forecaster(tiny_model.config.replace(flip_equivariant=True)).eval()
+    flipping.load_state_dict(tiny_model.state_dict())
+    series = make_series(8, 96, seed=2)
+
+    async def main(flip: bool | None) -> tuple[list[BatchStats], Forecast]:
+        batcher, stats = await started(flipping, max_batch_series=4)
+        result = await batcher.submit(series, 16, (0.1, 0.5, 0.9), flip_equivariant=flip)
+        await batcher.close()
+        return stats, result
+
+    for flip, calls in ((None, [2, 2, 2, 2]), (True, [2, 2, 2, 2]), (False, [4, 4])):
+        stats, result = run(main(flip))
+        assert [s.series for s in stats] == calls
+        expected, _ = predict(series, 16, model=flipping, quantile_levels=(0.1, 0.5, 0.9), flip_equivariant=flip)
+        np.testing.assert_allclose(result.quantiles, expected, rtol=1e-5, atol=1e-5)
+
+
 class SteppedModel:
     """Wraps a model; records each call's horizon and rows, and holds every call until the test lets it go.
 

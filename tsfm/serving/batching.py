@@ -206,7 +206,7 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         levels = tuple(quantile_levels)
         parts: list[Forecast] = []
-        passes = self._passes(prediction_length)
+        passes = self._passes(prediction_length) * self._images(flip_equivariant)
         size = max(1, self.max_batch_series // passes)
         bulk = len(series) > size
         queue = self._bulk if bulk else self._interactive
@@ -324,6 +324,12 @@ class MicroBatcher:
             self._bulk_credit += interactive_units
         self._bulk_credit = max(0, min(self._bulk_credit, cap) - self.interactive_weight * bulk_units)
         return jobs
+
+    def _images(self, flip_equivariant: bool | None) -> int:
+        """Forecasts per series: 2 under the sign-flip average (the series and its mirror image go through the model
+        in one batch: twice the rows and the memory), else 1; ``None`` is the model's own setting."""
+        own = getattr(getattr(self.model, "config", None), "flip_equivariant", False)
+        return 2 if (own if flip_equivariant is None else flip_equivariant) else 1
 
     def _passes(self, prediction_length: int) -> int:
         """Forecast passes of one series: a horizon past the trained one is rolled out pass by pass."""
