@@ -20,12 +20,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
 
 from tsfm.checkpoint import save_model
 from tsfm.config import ModelConfig
+from tsfm.forecast import predict
 from tsfm.model import Forecaster
 from tsfm.serving.app import create_app
 from tsfm.serving.settings import Settings
@@ -67,6 +69,33 @@ def tiny_model_with(tmp_path_factory: pytest.TempPathFactory, tiny_model: Foreca
         return save_model(model, tmp_path_factory.mktemp("models") / "tiny")
 
     return save
+
+
+@pytest.fixture(scope="session")
+def answers_per_setting() -> Callable[..., dict[Any, np.ndarray]]:
+    """``answers_per_setting(client, model_path, targets, horizon, levels, field, values, rtol=0, atol=0)``: one
+    ``/v1/forecast`` request per value of the inference setting ``field`` (``None``: left out, the model's own), each
+    answer checked against ``tsfm.predict`` of the same checkpoint with the same setting; the answers ``[N, Q, H]``
+    by value. The three per-request settings (``infer_nonnegative``, ``naive_blend``, ``flip_equivariant``) are
+    tested through it."""
+
+    def answers(client: TestClient, model_path: Path, targets: list[list[float]], horizon: int, levels: list[float],
+                field: str, values: tuple[Any, ...], rtol: float = 0.0, atol: float = 0.0) -> dict[Any, np.ndarray]:
+        out = {}
+        for value in values:
+            parameters: dict[str, Any] = {"prediction_length": horizon, "quantile_levels": levels}
+            if value is not None:
+                parameters[field] = value
+            response = client.post("/v1/forecast", json={"inputs": [{"target": t} for t in targets],
+                                                         "parameters": parameters})
+            assert response.status_code == 200, response.text
+            out[value] = np.array([[p[str(q)] for q in levels] for p in response.json()["predictions"]])
+            expected, _ = predict([np.array(t) for t in targets], horizon, model=model_path, quantile_levels=levels,
+                                  **{field: value})
+            np.testing.assert_allclose(np.float32(out[value]), np.moveaxis(expected, 2, 1), rtol=rtol, atol=atol)
+        return out
+
+    return answers
 
 
 @contextlib.contextmanager

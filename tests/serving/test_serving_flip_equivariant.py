@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tsfm.forecast import predict
-
 LEVELS = [0.1, 0.5, 0.9]
 
 
@@ -33,21 +31,11 @@ def trending(n: int, length: int) -> list[list[float]]:
     return [(5 + 0.1 * (i + 1) * t + np.sin(2 * np.pi * t / 12)).round(4).tolist() for i in range(n)]
 
 
-def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, flipping_model_path: Path) -> None:
+def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, flipping_model_path: Path,
+                                                            answers_per_setting: Callable[..., Any]) -> None:
     assert client.get("/v1/models").json()["models"][0]["flip_equivariant"] is True  # what null means here
-    targets = trending(3, 100)
-    answers = {}
-    for flip in (None, True, False):
-        parameters: dict[str, Any] = {"prediction_length": 16, "quantile_levels": LEVELS}
-        if flip is not None:
-            parameters["flip_equivariant"] = flip
-        response = client.post("/v1/forecast", json={"inputs": [{"target": t} for t in targets],
-                                                     "parameters": parameters})
-        assert response.status_code == 200, response.text
-        answers[flip] = np.array([[p[str(q)] for q in LEVELS] for p in response.json()["predictions"]])
-        expected, _ = predict([np.array(t) for t in targets], 16, model=flipping_model_path, quantile_levels=LEVELS,
-                              flip_equivariant=flip)
-        np.testing.assert_allclose(np.float32(answers[flip]), np.moveaxis(expected, 2, 1), rtol=1e-5, atol=1e-5)
+    answers = answers_per_setting(client, flipping_model_path, trending(3, 100), 16, LEVELS, "flip_equivariant",
+                                  (None, True, False), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(answers[None], answers[True])
     assert not np.allclose(answers[True], answers[False], atol=1e-3)  # the average acted
 

@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 
 from tsfm.checkpoint import load_model
 from tsfm.config import NAIVE_BLENDS
-from tsfm.forecast import predict
 from tsfm.serving.schemas import ParametersBase
 from tsfm.stream import open_stream
 
@@ -37,21 +36,11 @@ def seasonal(n: int, length: int) -> list[list[float]]:
     return [(10 + (i + 1) * np.sin(2 * np.pi * t / 12)).round(4).tolist() for i in range(n)]
 
 
-def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, blending_model_path: Path) -> None:
+def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, blending_model_path: Path,
+                                                            answers_per_setting: Callable[..., Any]) -> None:
     assert client.get("/v1/models").json()["models"][0]["naive_blend"] == "inverse_mse"  # what null means here
-    targets = seasonal(3, 120)
-    answers = {}
-    for blend in (None, "off", "inverse_mae", "switch"):
-        parameters: dict[str, Any] = {"prediction_length": 24, "quantile_levels": LEVELS}
-        if blend is not None:
-            parameters["naive_blend"] = blend
-        response = client.post("/v1/forecast", json={"inputs": [{"target": t} for t in targets],
-                                                     "parameters": parameters})
-        assert response.status_code == 200, response.text
-        answers[blend] = np.array([[p[str(q)] for q in LEVELS] for p in response.json()["predictions"]])
-        expected, _ = predict([np.array(t) for t in targets], 24, model=blending_model_path, quantile_levels=LEVELS,
-                              naive_blend=blend)
-        np.testing.assert_allclose(np.float32(answers[blend]), np.moveaxis(expected, 2, 1), rtol=1e-5, atol=1e-5)
+    answers = answers_per_setting(client, blending_model_path, seasonal(3, 120), 24, LEVELS, "naive_blend",
+                                  (None, "off", "inverse_mae", "switch"), rtol=1e-5, atol=1e-5)
     assert not np.allclose(answers[None], answers["off"], atol=1e-3)  # the model's blend acted
 
 

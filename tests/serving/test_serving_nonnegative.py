@@ -12,7 +12,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tsfm.checkpoint import load_model
-from tsfm.forecast import predict
 from tsfm.stream import open_stream
 
 LEVELS = [0.1, 0.5, 0.9]
@@ -39,21 +38,11 @@ def quantiles_of(answer: dict[str, Any]) -> np.ndarray:
     return np.array([[p[str(q)] for q in LEVELS] for p in answer["predictions"]])  # [N, Q, H]
 
 
-def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, clamping_model_path: Path) -> None:
+def test_forecast_follows_the_model_unless_the_request_says(client: TestClient, clamping_model_path: Path,
+                                                            answers_per_setting: Callable[..., Any]) -> None:
     assert client.get("/v1/models").json()["models"][0]["infer_nonnegative"] is True  # what null means here
-    targets = never_negative(3, 120, seed=0)
-    answers = {}
-    for flag in (None, False, True):
-        parameters = {"prediction_length": 24, "quantile_levels": LEVELS}
-        if flag is not None:
-            parameters["infer_nonnegative"] = flag
-        response = client.post("/v1/forecast", json={"inputs": [{"target": t} for t in targets],
-                                                     "parameters": parameters})
-        assert response.status_code == 200, response.text
-        answers[flag] = quantiles_of(response.json())
-        expected, _ = predict([np.array(t) for t in targets], 24, model=clamping_model_path, quantile_levels=LEVELS,
-                              infer_nonnegative=flag)
-        np.testing.assert_array_equal(np.float32(answers[flag]), np.moveaxis(expected, 2, 1))
+    answers = answers_per_setting(client, clamping_model_path, never_negative(3, 120, seed=0), 24, LEVELS,
+                                  "infer_nonnegative", (None, False, True))
     assert (answers[False] < 0).any(), "the tiny model must give negative quantiles for the test to mean much"
     assert (answers[None] >= 0).all()
     np.testing.assert_array_equal(answers[None], answers[True])
