@@ -328,8 +328,8 @@ class MicroBatcher:
     def _images(self, flip_equivariant: bool | None) -> int:
         """Forecasts per series: 2 under the sign-flip average (the series and its mirror image go through the model
         in one batch: twice the rows and the memory), else 1; ``None`` is the model's own setting."""
-        own = getattr(getattr(self.model, "config", None), "flip_equivariant", False)
-        return 2 if (own if flip_equivariant is None else flip_equivariant) else 1
+        flipped = self.model.config.flip_equivariant if flip_equivariant is None else flip_equivariant
+        return 2 if flipped else 1
 
     def _passes(self, prediction_length: int) -> int:
         """Forecast passes of one series: a horizon past the trained one is rolled out pass by pass."""
