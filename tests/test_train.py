@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from tsfm.checkpoint import load_model
 from tsfm.cli import main
@@ -23,6 +25,7 @@ from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.corpus import Corpus, CorpusError, load_corpus, validation_member
 from tsfm.pipelines.data.gift_format import write_dataset
+from tsfm.pipelines.run_state import MANIFEST_FILE, RunStateError, pack_run, unpack_run
 from tsfm.pipelines.train import (
     TrainConfig,
     TrainingError,
@@ -711,3 +714,105 @@ def test_tsfm_train_compiles_by_default_on_a_gpu_only(tmp_path, monkeypatch, cap
     assert main(["train", "--out", str(tmp_path / "m"), "--steps", "2", *flags]) == 0
     assert [config.compile for config in seen] == [compiled]
     capsys.readouterr()
+
+
+# ---- a packed run (tsfm pack-run, tsfm.pipelines.run_state): small, whole, and it resumes where it stopped: at its
+# step, on its schedule, close to the uninterrupted trajectory; bad packs and folders are refused by name.
+
+RUN_STATE_DATA = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """A 12-step run stopped after step 6 (its last.ckpt is the resume point) and the same run uninterrupted."""
+    root = tmp_path_factory.mktemp("runs")
+    train(tiny_model(), tiny_run(steps=12), root / "whole", **RUN_STATE_DATA)
+    train(tiny_model(), tiny_run(steps=12), root / "stopped", callbacks=[_StopAt(6)], **RUN_STATE_DATA)
+    return root
+
+
+def test_a_pack_holds_bf16_weights_and_step_sizes_in_shards_under_the_limit(stopped, tmp_path):
+    limit = 8 * 2**10
+    pack = pack_run(stopped / "stopped", tmp_path / "pack", max_shard_bytes=limit)
+    manifest = json.loads((pack / MANIFEST_FILE).read_text())
+    assert manifest["global_step"] == 6 and manifest["moments"] == ["exp_avg_sq"]
+    assert len(manifest["shards"]) > 1
+    tensors = {}
+    for name in manifest["shards"]:
+        shard = load_file(str(pack / name))
+        assert sum(t.numel() * t.element_size() for t in shard.values()) <= limit or len(shard) == 1
+        tensors.update(shard)
+    checkpoint = torch.load(stopped / "stopped" / "checkpoints" / "last.ckpt", weights_only=False)
+    for name, value in checkpoint["state_dict"].items():
+        assert torch.equal(tensors[f"weights/{name}"], value.to(torch.bfloat16))
+    assert not any(key.startswith("exp_avg/") for key in tensors)
+    weights_bytes = sum(v.numel() * 2 for v in checkpoint["state_dict"].values())
+    assert manifest["tensor_bytes"] == 2 * weights_bytes  # weights and one moment, two bytes each
+
+
+def test_an_unpacked_run_resumes_at_its_step_close_to_the_uninterrupted_trajectory(stopped, tmp_path):
+    pack = pack_run(stopped / "stopped", tmp_path / "pack")
+    resumed = tmp_path / "resumed"
+    unpack_run(pack, resumed)
+    checkpoint = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=False)
+    original = torch.load(stopped / "stopped" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert checkpoint["global_step"] == original["global_step"] == 6
+    assert checkpoint["lr_schedulers"] == original["lr_schedulers"]
+    for state, before in zip(checkpoint["optimizer_states"][0]["state"].values(),
+                             original["optimizer_states"][0]["state"].values(), strict=True):
+        assert not state["exp_avg"].any()  # the first moment starts again at zero
+        torch.testing.assert_close(state["exp_avg_sq"], before["exp_avg_sq"], rtol=2**-8, atol=0)
+        assert state["exp_avg_sq"].dtype == torch.float32
+
+    train(tiny_model(), tiny_run(steps=12), resumed, **RUN_STATE_DATA)
+    whole, split = read_metrics(stopped / "whole"), read_metrics(resumed)
+    a = whole.dropna(subset=["train_loss"]).set_index("step")["train_loss"]
+    b = split.dropna(subset=["train_loss"]).set_index("step")["train_loss"]
+    assert list(a.index) == list(b.index) == list(range(12))  # the earlier steps' logs came with the pack
+    np.testing.assert_array_equal(b.to_numpy()[:6], a.to_numpy()[:6])
+    # the same batches on nearly the same weights: close, not equal (bf16 weights, momentum restarted)
+    np.testing.assert_allclose(b.to_numpy()[6:], a.to_numpy()[6:], rtol=0.05)
+    assert not np.array_equal(b.to_numpy()[6:], a.to_numpy()[6:])
+    provenance = json.loads((resumed / "provenance.json").read_text())
+    assert provenance["steps"] == 12 and provenance["best_step"] in (8, 12)  # best chosen after the resume
+
+
+def test_keep_momentum_keeps_the_first_moment(stopped, tmp_path):
+    pack = pack_run(stopped / "stopped", tmp_path / "pack", keep_momentum=True)
+    unpack_run(pack, tmp_path / "run")
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)["optimizer_states"][0]
+    original = torch.load(stopped / "stopped" / "checkpoints" / "last.ckpt", weights_only=False)["optimizer_states"]
+    for moments, before in zip(state["state"].values(), original[0]["state"].values(), strict=True):
+        torch.testing.assert_close(moments["exp_avg"], before["exp_avg"], rtol=2**-8, atol=0)
+
+
+def test_an_unpacked_run_still_refuses_other_settings(stopped, tmp_path):
+    unpack_run(pack_run(stopped / "stopped", tmp_path / "pack"), tmp_path / "run")
+    with pytest.raises(TrainingError, match="batch_size"):
+        train(tiny_model(), tiny_run(steps=12, batch_size=16), tmp_path / "run", **RUN_STATE_DATA)
+
+
+def test_bad_packs_and_folders_are_refused_by_name(stopped, tmp_path):
+    with pytest.raises(RunStateError, match=r"last\.ckpt not found"):
+        pack_run(tmp_path / "nothing", tmp_path / "pack")
+    with pytest.raises(RunStateError, match="not a packed run"):
+        unpack_run(tmp_path, tmp_path / "run")
+    pack = pack_run(stopped / "stopped", tmp_path / "pack")
+    with pytest.raises(RunStateError, match="exists"):
+        unpack_run(pack, stopped / "stopped")  # would overwrite a run
+    shard = json.loads((pack / MANIFEST_FILE).read_text())["shards"][0]
+    (pack / shard).unlink()
+    with pytest.raises(RunStateError, match=f"missing {re.escape(shard)}"):
+        unpack_run(pack, tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()  # nothing half-written
+
+
+def test_the_commands_pack_and_unpack(stopped, tmp_path, capsys):
+    assert main(["pack-run", str(stopped / "stopped"), str(tmp_path / "pack"), "--max-shard-mib", "0.01"]) == 0
+    assert "files" in capsys.readouterr().out
+    assert main(["unpack-run", str(tmp_path / "pack"), str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+    assert main(["pack-run", str(tmp_path / "none"), str(tmp_path / "p2")]) == 2
+    assert "last.ckpt not found" in capsys.readouterr().err
+    assert main(["pack-run", str(stopped / "stopped"), str(tmp_path / "p3"), "--max-shard-mib", "0"]) == 2
+    assert "--max-shard-mib" in capsys.readouterr().err

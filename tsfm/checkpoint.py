@@ -90,7 +90,7 @@ def save_model(
         if dtype is not None and tensor.is_floating_point():
             tensor = tensor.to(dtype)
         state[name] = tensor.contiguous()
-    shards = _shards(state, max_shard_bytes)
+    shards = split_into_shards(state, max_shard_bytes)
     for index, shard in enumerate(shards, start=1):
         name = WEIGHTS_FILE if len(shards) == 1 else SHARD_PATTERN.format(index=index, count=len(shards))
         save_file(shard, str(staging / name), metadata={"format": FORMAT_NAME})
@@ -106,7 +106,7 @@ def save_model(
     return target
 
 
-def _shards(state: dict[str, torch.Tensor], max_bytes: int | None) -> list[dict[str, torch.Tensor]]:
+def split_into_shards(state: dict[str, torch.Tensor], max_bytes: int | None) -> list[dict[str, torch.Tensor]]:
     """Split ``state`` in order into groups of at most ``max_bytes`` tensor bytes (a larger tensor alone)."""
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0

@@ -1,4 +1,5 @@
-"""The ``tsfm`` sub-commands that make and judge models: train, sweep, evaluate, patterns, report, data.
+"""The ``tsfm`` sub-commands that make and judge models: train, pack-run, unpack-run, sweep, evaluate, patterns, report,
+data.
 
 Found by the top-level command through the ``tsfm.commands`` entry point (or its fallback list in
 :mod:`tsfm.cli`); importing this module registers the commands. It imports only the command machinery from the
@@ -246,6 +247,51 @@ def _command_line() -> str | None:
     if program.name == "__main__.py" and program.parent.name == "tsfm":
         return shlex.join(["python", "-m", "tsfm", *sys.argv[1:]])
     return None
+
+
+@command(
+    "pack-run",
+    "Pack a training run's resume state (checkpoints/last.ckpt and its logs) small enough to move: bfloat16 weights "
+    "and AdamW step sizes in safetensors shards, the rest as it was (tsfm.pipelines.run_state says what is given up).",
+    arg("run_dir", type=Path, metavar="RUN", help="run folder (the --out of tsfm train)"),
+    arg("out", type=Path, help="folder to write the pack into"),
+    arg("--keep-momentum", action="store_true",
+        help="keep AdamW's first moment too (bfloat16; default: dropped, it refills in about ten steps)"),
+    arg("--max-shard-mib", type=float, default=15.0, help="largest shard in MiB (default: 15)"),
+)
+def pack_run_command(args: argparse.Namespace) -> int:
+    """Hands over to :func:`tsfm.pipelines.run_state.pack_run` and says what it wrote."""
+    from tsfm.pipelines.run_state import RunStateError, pack_run
+
+    if args.max_shard_mib <= 0:
+        raise CommandError(f"--max-shard-mib must be positive, got {args.max_shard_mib}")
+    try:
+        out = pack_run(args.run_dir, args.out, keep_momentum=args.keep_momentum,
+                       max_shard_bytes=int(args.max_shard_mib * 2**20))
+    except RunStateError as err:
+        raise CommandError(str(err)) from None
+    files = sorted(out.iterdir())
+    print(f"wrote {out}: {len(files)} files, {sum(f.stat().st_size for f in files) / 2**20:.1f} MiB")
+    return EXIT_OK
+
+
+@command(
+    "unpack-run",
+    "Write a packed run (tsfm pack-run) back into a run folder; tsfm train with the run's settings and this --out "
+    "resumes it at its step.",
+    arg("pack", type=Path, help="folder written by tsfm pack-run"),
+    arg("run_dir", type=Path, metavar="RUN",
+        help="run folder to write checkpoints/last.ckpt and logs/ into (must hold no checkpoint)"),
+)
+def unpack_run_command(args: argparse.Namespace) -> int:
+    """Hands over to :func:`tsfm.pipelines.run_state.unpack_run`."""
+    from tsfm.pipelines.run_state import RunStateError, unpack_run
+
+    try:
+        print(f"wrote {unpack_run(args.pack, args.run_dir)}")
+    except RunStateError as err:
+        raise CommandError(str(err)) from None
+    return EXIT_OK
 
 
 @command(
