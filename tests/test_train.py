@@ -748,6 +748,8 @@ def test_a_pack_holds_bf16_weights_and_step_sizes_in_shards_under_the_limit(stop
     assert not any(key.startswith("exp_avg/") for key in tensors)
     weights_bytes = sum(v.numel() * 2 for v in checkpoint["state_dict"].values())
     assert manifest["tensor_bytes"] == 2 * weights_bytes  # weights and one moment, two bytes each
+    pack_run(stopped / "stopped", pack)  # packed again into the same folder, one shard now: no stale shards left
+    assert sorted(p.name for p in pack.iterdir()) == [MANIFEST_FILE, "state.pt", "tensors-00001-of-00001.safetensors"]
 
 
 def test_an_unpacked_run_resumes_at_its_step_close_to_the_uninterrupted_trajectory(stopped, tmp_path):

@@ -77,6 +77,8 @@ def pack_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("tensors-*-of-*.safetensors"), out / STATE_FILE, out / MANIFEST_FILE]:
+        stale.unlink(missing_ok=True)  # an earlier pack here: its shards would not match this manifest
     shards = split_into_shards(tensors, max_shard_bytes)
     names = [SHARD_PATTERN.format(index=i, count=len(shards)) for i in range(1, len(shards) + 1)]
     for name, shard in zip(names, shards, strict=True):
