@@ -29,6 +29,9 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 SHARD_PATTERN = "model-{index:05d}-of-{count:05d}.safetensors"
 FORMAT_NAME = "tsfm"
+#: Largest shard of a file written for moving (an exported model, a packed run): every file fits where single files
+#: are capped (16 MiB in this repository and for device transfers).
+MAX_SHARD_BYTES = 15 * 2**20
 FORMAT_VERSION = 1
 BUILTIN_MODELS = ("default", "recurrent", "small")
 """Models shipped in the package: ``default`` (the most accurate; a Transformer), ``recurrent`` (the default before

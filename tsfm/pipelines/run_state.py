@@ -36,10 +36,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from tsfm.checkpoint import split_into_shards
+from tsfm.checkpoint import MAX_SHARD_BYTES, split_into_shards
 
-#: Each packed file's tensor bytes at most: under the 16 MiB a GPU call sends back per file.
-PACK_SHARD_BYTES = 15 * 2**20
 STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
 SHARD_PATTERN = "tensors-{index:05d}-of-{count:05d}.safetensors"
@@ -52,7 +50,7 @@ class RunStateError(ValueError):
 
 
 def pack_run(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, keep_momentum: bool = False,
-             max_shard_bytes: int = PACK_SHARD_BYTES) -> Path:
+             max_shard_bytes: int = MAX_SHARD_BYTES) -> Path:
     """Pack ``run_dir/checkpoints/last.ckpt`` and the run's logs into ``out_dir`` (see the module docstring).
 
     Returns ``out_dir``; its ``manifest.json`` says what was packed and how (sizes, dtypes, the step)."""

@@ -36,7 +36,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path, save_model
+from tsfm.checkpoint import MAX_SHARD_BYTES, load_model, read_checkpoint_config, resolve_model_path, save_model
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import SHARE_FIELDS, Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
@@ -45,10 +45,6 @@ from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX, check_mix, sample_prio
 
 __all__ = ["PretrainModule", "TrainConfig", "TrainingError", "batch_config", "is_main_process", "read_metrics",
            "train"]
-
-#: The exported model is stored in bfloat16 shards of at most this size, so every file fits where single files are
-#: capped (16 MiB in this repository and for device transfers); loading casts back to float32.
-EXPORT_SHARD_BYTES = 15 * 2**20
 
 
 class TrainingError(ValueError):
@@ -638,7 +634,7 @@ def _export(module: PretrainModule, trainer: L.Trainer, out: Path, train_config:
         "parent": parent,
     }
     path = save_model(model.float().cpu(), out / "model", training=provenance, dtype=torch.bfloat16,
-                      max_shard_bytes=EXPORT_SHARD_BYTES)
+                      max_shard_bytes=MAX_SHARD_BYTES)
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     _plot_losses(out)
     return path
