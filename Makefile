@@ -43,14 +43,15 @@ lint: $(STAMP)
 bench-cpu: $(STAMP)
 	$(PY) -m benchmarks.predict_cpu
 
-# The exact training of tsfm/models/default (twenty-sixth, twenty-seventh and thirty-ninth sessions). It NEEDS AN
-# NVIDIA GPU: 55 minutes of training on an H100 (torch.compile, bf16): one run from scratch (shipped in bf16 as the
-# default of its day, which the next run starts from), then two continued from the previous weights (--init-from:
-# fresh optimizer, lower peak rate, new seed); then six more continuations of that model with real series moved onto
-# a 5-minute grid (--upsample-real), averaged with it half and half in weight space. The pretraining corpus is capped
-# as on the device; there scripts/device/pretrain_many.sh ran the same `tsfm train` commands (the first in two calls,
-# --max-minutes 7.4 then 5.6: the second resumed the Lightning checkpoint exactly). On a CPU it would take days;
-# `make train-default-cpu` is the earliest 1M CPU recipe.
+# The exact training of tsfm/models/default (forty-second and forty-third sessions). It NEEDS AN NVIDIA GPU: 47
+# minutes of training on an H100 (torch.compile, bf16): one run from scratch in a single 36,000-step schedule, then
+# four short continuations of its weights (--init-from: fresh optimizer, lower peak rate, new seed), averaged with it
+# in weight space (the run weight 4, each continuation 1). The pretraining corpus is capped as on the device; there
+# scripts/device/pretrain_many.sh ran the same `tsfm train` commands, the long run over six calls in two sessions
+# (--max-minutes 8.6-8.7 a call): resumed exactly within a session, and across the two through `tsfm pack-run` /
+# `unpack-run` at step 22,676 (bf16 weights and AdamW's second moment, the first moment dropped), so one uninterrupted
+# run here follows it closely but not exactly. On a CPU it would take days; `make train-default-cpu` is the earliest
+# 1M CPU recipe.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain
 capped-corpus: $(STAMP)
@@ -59,24 +60,18 @@ capped-corpus: $(STAMP)
 
 train-default: capped-corpus
 	$(TRAIN_DEFAULT) --backbone transformer --horizon-embedding --prior-mix repeat=0.1 --preset 10M \
-		--horizon-patches 24 --steps 7400 --learning-rate 1e-3 --warmup-steps 250 --out runs/tf10-scratch
-	$(VENV)/bin/python scripts/ship_default.py runs/tf10-scratch/model runs/tf10-scratch-bf16
-	$(TRAIN_DEFAULT) --init-from runs/tf10-scratch-bf16 --prior-mix repeat=0.1 --seed 1 --steps 4400 \
-		--learning-rate 3e-4 --warmup-steps 100 --out runs/tf10-cont1
-	$(TRAIN_DEFAULT) --init-from runs/tf10-cont1/model --prior-mix repeat=0.1 --seed 2 --steps 4400 \
-		--learning-rate 3e-4 --warmup-steps 100 --out runs/tf10-cont2
-	$(VENV)/bin/python scripts/ship_default.py runs/tf10-cont2/model runs/tf10-cont2-bf16
-	# thirty-ninth session: six continuations that also see real series on a 5-minute grid, averaged with their parent
-	for run in "a 21 2400" "b 22 2400" "c 23 2400" "d 24 2400" "e 29 2000" "f 30 2000"; do \
+		--horizon-patches 24 --seed 41 --upsample-real H=12,30T=6,10T=2 --steps 36000 --learning-rate 1e-3 \
+		--warmup-steps 500 --val-every 1000 --out runs/tf10-long
+	for run in "1 51 1000 250 500" "2 52 1000 250 500" "3 53 700 350 350" "4 54 700 350 350"; do \
 		set -- $$run; \
-		$(TRAIN_DEFAULT) --init-from runs/tf10-cont2-bf16 --prior-mix repeat=0.1 --seed $$2 --steps $$3 \
-			--learning-rate 3e-4 --warmup-steps 100 --val-every 400 --checkpoint-every 800 \
-			--upsample-real H=12,30T=6,10T=2 --out runs/tf10-up5$$1 || exit 1; \
+		$(TRAIN_DEFAULT) --init-from runs/tf10-long/model --prior-mix repeat=0.1 --seed $$2 --steps $$3 \
+			--learning-rate 3e-4 --warmup-steps 100 --val-every $$4 --checkpoint-every $$5 \
+			--upsample-real H=12,30T=6,10T=2 --out runs/tf10-long-s$$1 || exit 1; \
 	done
-	$(VENV)/bin/python scripts/average_checkpoints.py runs/tf10-cont2-bf16 runs/tf10-up5a/model runs/tf10-up5b/model \
-		runs/tf10-up5c/model runs/tf10-up5d/model runs/tf10-up5e/model runs/tf10-up5f/model \
-		--weights 6,1,1,1,1,1,1 --out runs/soup39-half/model --dtype bfloat16
-	$(VENV)/bin/python scripts/ship_default.py runs/soup39-half/model tsfm/models/default
+	$(VENV)/bin/python scripts/average_checkpoints.py runs/tf10-long/model runs/tf10-long-s1/model \
+		runs/tf10-long-s2/model runs/tf10-long-s3/model runs/tf10-long-s4/model --weights 4,1,1,1,1 \
+		--out runs/soup43-half/model --dtype bfloat16
+	$(VENV)/bin/python scripts/ship_default.py runs/soup43-half/model tsfm/models/default
 
 # The exact training of tsfm/models/recurrent, the default until the twenty-sixth session. It NEEDS AN NVIDIA GPU (73
 # minutes of training over eleven runs, eight on an H200 and three on an H100, torch.compile, bf16): a first run from

@@ -18,12 +18,9 @@ from pathlib import Path
 
 import torch
 
-from tsfm.checkpoint import load_model, save_model
+from tsfm.checkpoint import MAX_SHARD_BYTES, load_model, save_model
 from tsfm.config import DECODINGS, NAIVE_BLENDS
 from tsfm.model import Forecaster
-
-MAX_SHARD_BYTES = 15 * 2**20
-"""Each weight file stays under the repository's 16 MiB cap on single files."""
 
 
 def main(argv: list[str] | None = None) -> int:
