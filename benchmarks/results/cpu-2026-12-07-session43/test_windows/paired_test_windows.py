@@ -1,6 +1,7 @@
 """The new default against the one it replaced on the benchmark's test windows, read once after the decision.
 
-    PYTHONPATH=. python benchmarks/results/cpu-2026-12-07-session43/test_windows/paired_test_windows.py OLD.csv NEW.csv SN.csv
+    PYTHONPATH=. python benchmarks/results/cpu-2026-12-07-session43/test_windows/paired_test_windows.py \
+        OLD.csv NEW.csv SN.csv
 
 OLD.csv: the replaced default's ``reports/results/tsfm-default/all_results.csv`` (``git show 92583e4:...``); NEW.csv:
 the same file after ``python -m tsfm evaluate --model default``; SN.csv: Seasonal Naive's.
@@ -24,4 +25,5 @@ change = (wide[("MASE", "after")] / wide[("MASE", "before")]).rename("MASE after
 table = pd.DataFrame({"before": wide[("MASE", "before")], "after": wide[("MASE", "after")], "ratio": change})
 print(table.sort_values("ratio").round(3).to_string())
 print("above Seasonal Naive after:", ", ".join(f"{k} ({v:.3f})" for k, v in wide[("MASE", "after")].items() if v >= 1))
-print("geometric means after:", {m: round(float(np.exp(np.log(wide[(m, "after")]).mean())), 3) for m in ("MASE", "CRPS")})
+means = {m: round(float(np.exp(np.log(wide[(m, "after")]).mean())), 3) for m in ("MASE", "CRPS")}
+print("geometric means after:", means)
