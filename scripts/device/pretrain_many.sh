@@ -62,5 +62,6 @@ for name in "${names[@]}"; do
         cp "$f" "$OUT/pack/$name/metrics_$(basename "$(dirname "$f")").csv"
     done
 done
-tar czf "$OUT/pack.tgz" -C "$OUT" pack && rm -rf "$OUT/pack"
+# one archive per runs file, so two pretrain_many.sh in one call do not overwrite each other's
+tar czf "$OUT/pack-$(basename "$RUNS_FILE" .txt).tgz" -C "$OUT" pack && rm -rf "$OUT/pack"
 ls -laR "$OUT" | grep safetensors
