@@ -110,19 +110,25 @@ class _FirstWeights(L.Callback):
         self.seen.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
 
 
-def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path, caplog):
+@pytest.mark.parametrize("stop", [5, 4], ids=["between-validations", "right-after-a-validation"])
+def test_a_run_stopped_and_resumed_follows_the_uninterrupted_trajectory(tmp_path, caplog, stop):
+    """The resumed run logs the same losses at the same steps as the uninterrupted one, also where it stopped on
+    the step of a validation and a periodic checkpoint (Lightning's restore then counted the logging step one ahead:
+    each later row held the loss of the step before it)."""
     caplog.set_level(logging.INFO, logger="lightning.pytorch")
     common = dict(real=corpus(12, 0), validation=corpus(3, 1), prior=walk_prior, progress=False)
     train(tiny_model(), tiny_run(steps=10), tmp_path / "whole", **common)
-    train(tiny_model(), tiny_run(steps=10), tmp_path / "split", callbacks=[_StopAt(5)], **common)
+    train(tiny_model(), tiny_run(steps=10), tmp_path / "split", callbacks=[_StopAt(stop)], **common)
     assert read_metrics(tmp_path / "split")["step"].max() < 9
     train(tiny_model(), tiny_run(steps=10), tmp_path / "split", **common)
     whole, split = read_metrics(tmp_path / "whole"), read_metrics(tmp_path / "split")
-    column = "train_loss"
-    a = whole.dropna(subset=[column]).set_index("step")[column]
-    b = split.dropna(subset=[column]).set_index("step")[column]
+    a, b = (frame.dropna(subset=["train_loss"]).set_index("step")["train_loss"] for frame in (whole, split))
     assert list(a.index) == list(b.index) == list(range(10))
     np.testing.assert_allclose(b.to_numpy(), a.to_numpy(), rtol=1e-6, atol=0)
+    # every validation of the whole run at the same step in the split one (which also validated where it stopped)
+    a, b = (frame.dropna(subset=["val_loss"]).set_index("step")["val_loss"] for frame in (whole, split))
+    assert list(a.index) == [3, 7] and set(a.index) <= set(b.index)
+    np.testing.assert_allclose(b[a.index].to_numpy(), a.to_numpy(), rtol=1e-6, atol=0)
     provenance = json.loads((tmp_path / "split" / "provenance.json").read_text())
     assert provenance["steps"] == 10
     assert "checkpoint" in caplog.text and "weights_only" not in caplog.text  # the resume checkpoints say it

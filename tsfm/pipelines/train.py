@@ -377,6 +377,13 @@ class _ResumePoint(L.Callback):
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self.started = time.monotonic()
 
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        """Keep the logging step equal to the optimizer step. Lightning (2.6) restores its logging counter one ahead
+        for a run that stopped on the step of a validation and a checkpoint, so every later row of ``metrics.csv``
+        held the loss of the step before its label; with one optimizer and no gradient accumulation (this trainer)
+        the two counters are the same number, so the one Lightning keeps is set from the one it saves right."""
+        trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
+
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
         module.log("train_seconds", self.elapsed(), on_step=True, on_epoch=False, rank_zero_only=True)
         if trainer.global_step % self.every == 0:
