@@ -13,9 +13,10 @@ only if
    as far as 15 datasets can tell; they are too few to ask for better).
 
 Every model is scored with the reference's inference settings (decoding, ``infer_nonnegative``, ``naive_blend``,
-``flip_equivariant``),
-so a candidate is judged as it would ship. Writes ``OUT/judge.md`` and ``OUT/judge.json`` (the verdicts, then each
-candidate's MASE ratio to the reference per frequency, term and configuration: where it gains or loses) and every
+``flip_equivariant``), so a candidate is judged as it would ship; ``--inference own`` scores each model with its own
+``config.json`` settings instead, which is how an inference setting is judged (the same weights with the setting
+changed, as a candidate). Writes ``OUT/judge.md`` and ``OUT/judge.json`` (the verdicts, then each candidate's MASE
+ratio to the reference per frequency, term and configuration: where it gains or loses) and every
 model's ``all_results.csv`` per span under ``OUT/spans_back_N/``. ``--watch CONFIG`` adds one configuration's
 MASE relative to Seasonal Naive per span (2 to 8 by default) and model, the view of a per-configuration must
 (``yosemite_temps/5T/long``: issue 11), scored under ``OUT/watch/``.
@@ -38,6 +39,7 @@ import pandas as pd
 from eval_checkpoints import main as score_checkpoints  # sibling scripts (scripts/)
 from eval_checkpoints import result_name
 from validation_forecast import main as validation_forecast
+from validation_loss import DATASET_PREFIX, paired_over_datasets
 
 from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
 from tsfm.config import ModelConfig
@@ -159,6 +161,35 @@ def validation_verdicts(models: dict[str, str], args: argparse.Namespace, config
     return {name: by_model[path].get("paired_dataset_ratio") for name, path in models.items() if name != REFERENCE_NAME}
 
 
+def own_validation_verdicts(models: dict[str, str], args: argparse.Namespace) -> dict[str, list[float] | None]:
+    """:func:`validation_verdicts` with each model forecasting by its own ``config.json`` settings: every setting
+    any model uses is scored for all (``validation_forecast.py``), then each candidate's row is paired with the
+    reference's over the held-out datasets."""
+    configs = {name: read_checkpoint_config(resolve_model_path(path))[0] for name, path in models.items()}
+    flips = {config.flip_equivariant for config in configs.values()}
+    out_file = args.out / "validation_forecast_common.json"
+    validation_forecast([*dict.fromkeys(models.values()), "--real-data", str(args.real_data),
+                         "--validation-split", "common",
+                         "--flip", "both" if len(flips) > 1 else ("on" if flips.pop() else "off"),
+                         "--naive-blends", ",".join(sorted({c.naive_blend for c in configs.values()})),
+                         "--decodings", ",".join(sorted({c.decoding for c in configs.values()})),
+                         "--out", str(out_file), *(["--device", args.device] if args.device else [])])
+    rows = json.loads(out_file.read_text())["rows"]
+
+    def own_row(name: str) -> dict:
+        config = configs[name]
+        return next(row for row in rows if row["members"][0]["model"] == models[name]
+                    and row["members"][0]["decoding"] == config.decoding
+                    and row["members"][0]["flip_invariant"] == config.flip_equivariant
+                    and row["members"][0]["naive_blend"] == config.naive_blend
+                    and row["infer_nonnegative"] == config.infer_nonnegative)
+
+    reference = own_row(REFERENCE_NAME)
+    if sum(group.startswith(DATASET_PREFIX) for group in reference) < 2:
+        return {name: None for name in models if name != REFERENCE_NAME}  # no interval over fewer than two datasets
+    return {name: list(paired_over_datasets(own_row(name), reference)) for name in models if name != REFERENCE_NAME}
+
+
 def verdict(bench: dict[str, list[float] | int], validation: list[float] | None) -> str:
     """``ships`` only where both benchmark intervals lie below 1 and the validation interval does not lie above 1."""
     below = all(bench[metric][2] < 1 for metric in METRICS)
@@ -182,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spans-back", type=comma_separated_spans, default=SPANS_BACK,
                         help="comma-separated spans of windows before the series' ends (default 2,3; 1 would be "
                              "the test windows, which never judge)")
+    parser.add_argument("--inference", choices=("reference", "own"), default="reference",
+                        help="score every model with the reference's inference settings (default: each candidate "
+                             "as it would ship in its place) or each with its own config.json's (to judge an "
+                             "inference setting: the same weights with the setting changed)")
     parser.add_argument("--watch", action="append", default=[], metavar="CONFIG",
                         help="also score this configuration (dataset/FREQ/term) alone on --watch-spans and print its "
                              "MASE relative to Seasonal Naive per span and model (repeatable; not part of the "
@@ -202,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"candidates need distinct folder names other than {REFERENCE_NAME!r}, got {names}")
     models = {REFERENCE_NAME: args.reference, **dict(zip(names, args.candidates, strict=True))}
     config, _ = read_checkpoint_config(resolve_model_path(args.reference))
-    settings = inference_settings(config)
+    settings = inference_settings(config) if args.inference == "reference" else []
     args.out.mkdir(parents=True, exist_ok=True)
 
     scores = score_spans(models, args, settings, args.spans_back, args.out)
@@ -210,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.watch else None
     bench = benchmark_verdicts(scores, names)
     breakdowns = {by: ratio_breakdown(scores, names, by) for by in BREAKDOWNS}
-    validation = validation_verdicts(models, args, config)
+    validation = validation_verdicts(models, args, config) if args.inference == "reference" \
+        else own_validation_verdicts(models, args)
     judged = {name: {"benchmark": bench[name], "validation": validation[name],
                      "verdict": verdict(bench[name], validation[name])} for name in names}
 
@@ -223,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
                             "held-out windows ratio [95%]", "verdict"], rows)
     text = "\n".join([
         f"# Candidates against `{args.reference}`", "",
-        f"Benchmark windows {', '.join(f'{s} spans back' for s in args.spans_back)} pooled, with the reference's "
-        f"inference ({' '.join(settings)}); command: `python {' '.join(sys.argv)}`.", "", *table, ""])
+        f"Benchmark windows {', '.join(f'{s} spans back' for s in args.spans_back)} pooled, "
+        + (f"with the reference's inference ({' '.join(settings)})" if settings
+           else "each model with its own inference settings (--inference own)")
+        + f"; command: `python {' '.join(sys.argv)}`.", "", *table, ""])
     for by, breakdown in breakdowns.items():
         text += "\n".join([
             "", f"MASE ratio to the reference per {by} (geometric mean over configuration-spans; not part of the "
@@ -239,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             *markdown_table(["model", *map(str, table.columns)],
                             ([name, *map(_watch_cell, row)] for name, row in table.iterrows())), ""])
     (args.out / "judge.md").write_text(text)
-    (args.out / "judge.json").write_text(json.dumps({"reference": args.reference, "settings": settings,
+    (args.out / "judge.json").write_text(json.dumps({"reference": args.reference, "inference": args.inference,
+                                                     "settings": settings,
                                                      "spans_back": list(args.spans_back), "candidates": judged,
                                                      **{f"mase_ratio_by_{by}": breakdown.to_dict()
                                                         for by, breakdown in breakdowns.items()},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tsfm.checkpoint import save_model
+from tsfm.checkpoint import load_model, save_model
 from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.gift_format import write_dataset
@@ -296,3 +297,32 @@ def test_the_judge_scores_every_model_with_the_references_inference_settings():
         flags = judge_checkpoints.inference_settings(ModelConfig(flip_equivariant=flip, naive_blend="switch"))
         pairs = dict(zip(flags[::2], flags[1::2], strict=True))
         assert pairs["--flip-equivariant"] == ("on" if flip else "off") and pairs["--naive-blend"] == "switch"
+
+
+def test_judge_with_own_inference_scores_each_model_by_its_config(checkpoint_and_corpus, tmp_path):
+    """``--inference own`` judges an inference setting: the reference's weights with ``flip_equivariant`` switched
+    tie with the reference when scored with its settings, and differ from it (benchmark and held-out windows) when
+    each model forecasts by its own config.json."""
+    fixture_checkpoint, corpus = checkpoint_and_corpus
+    _tiny_benchmark(tmp_path / "bench", daily_length=200)
+    model = load_model(fixture_checkpoint)
+    torch.manual_seed(2)
+    with torch.no_grad():  # an untrained model forecasts about the context's level, which the flip leaves as it is
+        for parameter in model.parameters():
+            parameter.add_(0.5 * torch.randn_like(parameter))
+    training = {"train_config": {"context_length": 64, "batch_size": 16, "val_batches": 2}}
+    checkpoint = save_model(model, tmp_path / "reference" / "model", training=training)
+    flipped = Forecaster(dataclasses.replace(model.config, flip_equivariant=not model.config.flip_equivariant))
+    flipped.load_state_dict(model.state_dict())
+    save_model(flipped.eval(), tmp_path / "flipped" / "model", training=training)
+    common = [str(tmp_path / "flipped" / "model"), "--reference", str(checkpoint), "--benchmark",
+              str(tmp_path / "bench"), "--real-data", str(corpus), "--device", "cpu"]
+    _run("judge_checkpoints.py", *common, "--out", str(tmp_path / "as-reference"))
+    _run("judge_checkpoints.py", *common, "--out", str(tmp_path / "own"), "--inference", "own")
+    as_reference, own = (json.loads((tmp_path / out / "judge.json").read_text()) for out in ("as-reference", "own"))
+    assert as_reference["inference"] == "reference" and own["inference"] == "own" and own["settings"] == []
+    assert as_reference["candidates"]["flipped"]["benchmark"]["MASE"] == [1.0, 1.0, 1.0]
+    judged = own["candidates"]["flipped"]
+    assert judged["benchmark"]["MASE"][0] != 1.0 and judged["benchmark"]["units"] == 4
+    assert judged["validation"] is not None and judged["validation"][0] != 1.0
+    assert "each model with its own inference settings" in (tmp_path / "own" / "judge.md").read_text()
