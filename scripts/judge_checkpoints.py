@@ -29,6 +29,7 @@ MASE relative to Seasonal Naive per span (2 to 8 by default) and model, the view
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -146,48 +147,34 @@ def _watch_cell(value: float | str) -> str:
     return "-" if np.isnan(value) else f"{value:.3f}"
 
 
-def validation_verdicts(models: dict[str, str], args: argparse.Namespace, config: ModelConfig
-                        ) -> dict[str, list[float] | None]:
-    """Each candidate's paired ratio over the held-out datasets (``validation_forecast.py``), with the reference's
-    blend, clamp and sign-flip average (``config``)."""
-    out_file = args.out / "validation_forecast_common.json"
-    validation_forecast([*models.values(), "--real-data", str(args.real_data), "--validation-split", "common",
-                         "--flip", "on" if config.flip_equivariant else "off", "--naive-blends", config.naive_blend,
-                         "--out", str(out_file),
-                         *(["--device", args.device] if args.device else [])])
-    rows = [row for row in json.loads(out_file.read_text())["rows"]
-            if row["infer_nonnegative"] == config.infer_nonnegative]
-    by_model = {row["members"][0]["model"]: row for row in rows}
-    return {name: by_model[path].get("paired_dataset_ratio") for name, path in models.items() if name != REFERENCE_NAME}
-
-
-def own_validation_verdicts(models: dict[str, str], args: argparse.Namespace) -> dict[str, list[float] | None]:
-    """:func:`validation_verdicts` with each model forecasting by its own ``config.json`` settings: every setting
-    any model uses is scored for all (``validation_forecast.py``), then each candidate's row is paired with the
-    reference's over the held-out datasets."""
-    configs = {name: read_checkpoint_config(resolve_model_path(path))[0] for name, path in models.items()}
-    flips = {config.flip_equivariant for config in configs.values()}
+def validation_verdicts(models: dict[str, str], args: argparse.Namespace,
+                        inference: dict[str, ModelConfig]) -> dict[str, list[float] | None]:
+    """Each candidate's paired ratio to the reference over the held-out datasets (``validation_forecast.py``), each
+    model forecasting with the decoding, blend, clamp and sign-flip average of its ``inference`` config: every
+    setting any model uses is scored for all, then each model's row is paired with the reference's (None where
+    fewer than two held-out datasets have windows)."""
+    flips = {config.flip_equivariant for config in inference.values()}
     out_file = args.out / "validation_forecast_common.json"
     validation_forecast([*dict.fromkeys(models.values()), "--real-data", str(args.real_data),
                          "--validation-split", "common",
                          "--flip", "both" if len(flips) > 1 else ("on" if flips.pop() else "off"),
-                         "--naive-blends", ",".join(sorted({c.naive_blend for c in configs.values()})),
-                         "--decodings", ",".join(sorted({c.decoding for c in configs.values()})),
+                         "--naive-blends", ",".join(sorted({c.naive_blend for c in inference.values()})),
+                         "--decodings", ",".join(sorted({c.decoding for c in inference.values()})),
                          "--out", str(out_file), *(["--device", args.device] if args.device else [])])
     rows = json.loads(out_file.read_text())["rows"]
 
-    def own_row(name: str) -> dict:
-        config = configs[name]
-        return next(row for row in rows if row["members"][0]["model"] == models[name]
-                    and row["members"][0]["decoding"] == config.decoding
-                    and row["members"][0]["flip_invariant"] == config.flip_equivariant
-                    and row["members"][0]["naive_blend"] == config.naive_blend
+    def row_of(name: str) -> dict:
+        config, member = inference[name], lambda row: row["members"][0]
+        return next(row for row in rows if member(row)["model"] == models[name]
+                    and member(row)["decoding"] == config.decoding
+                    and member(row)["flip_invariant"] == config.flip_equivariant
+                    and member(row)["naive_blend"] == config.naive_blend
                     and row["infer_nonnegative"] == config.infer_nonnegative)
 
-    reference = own_row(REFERENCE_NAME)
-    if sum(group.startswith(DATASET_PREFIX) for group in reference) < 2:
-        return {name: None for name in models if name != REFERENCE_NAME}  # no interval over fewer than two datasets
-    return {name: list(paired_over_datasets(own_row(name), reference)) for name in models if name != REFERENCE_NAME}
+    reference = row_of(REFERENCE_NAME)
+    enough = sum(group.startswith(DATASET_PREFIX) for group in reference) >= 2
+    return {name: list(paired_over_datasets(row_of(name), reference)) if enough else None
+            for name in models if name != REFERENCE_NAME}
 
 
 def verdict(bench: dict[str, list[float] | int], validation: list[float] | None) -> str:
@@ -245,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.watch else None
     bench = benchmark_verdicts(scores, names)
     breakdowns = {by: ratio_breakdown(scores, names, by) for by in BREAKDOWNS}
-    validation = validation_verdicts(models, args, config) if args.inference == "reference" \
-        else own_validation_verdicts(models, args)
+    own = {name: read_checkpoint_config(resolve_model_path(path))[0] for name, path in models.items()}
+    # the held-out windows with the settings the benchmark used: the reference's (each model keeps its decoding, as
+    # validation_forecast.py forecasts by default) or each model's own
+    inference = own if args.inference == "own" else {
+        name: dataclasses.replace(config, decoding=own[name].decoding) for name in models}
+    validation = validation_verdicts(models, args, inference)
     judged = {name: {"benchmark": bench[name], "validation": validation[name],
                      "verdict": verdict(bench[name], validation[name])} for name in names}
 
