@@ -11,6 +11,8 @@
 # and every run on the same held-out windows, on this GPU (scripts/validation_loss.py, split common).
 # Carry: .whl (wheels), data/device (capped corpus + benchmark from scripts/cap_corpus.py), or .carry holding them
 # gzipped (scripts/device/pack_carry.sh data/device runs/NAME/model: more fits under the 64 MiB limit).
+# WEIGHTS=0: the exported weights stay on the machine (a call of a schedule that goes on in a later session brings
+# back its packed state instead, scripts/device/long_run.sh, and a call returns at most 8 files).
 set -uo pipefail
 source scripts/device/setup.sh  # unpack .carry, install the carried wheels, PYTHONPATH
 MINUTES=${MINUTES:?set MINUTES}; STEPS=${STEPS:?set STEPS}
@@ -54,8 +56,10 @@ wait
 for name in "${names[@]}"; do
     [ -f "eval_$name.log" ] && cat "eval_$name.log"
     grep -E "^\| (sine|two seasons) \| (96|288) " "$OUT/pack/patterns_$name/patterns.md" 2>/dev/null
-    mkdir -p "$OUT/$name"
-    cp runs/"$name"/model/*.safetensors "$OUT/$name/"
+    if [ "${WEIGHTS:-1}" = 1 ]; then
+        mkdir -p "$OUT/$name"
+        cp runs/"$name"/model/*.safetensors "$OUT/$name/"
+    fi
     mkdir -p "$OUT/pack/$name"
     cp runs/"$name"/model/config.json runs/"$name"/provenance.json runs/"$name"/loss.png "$OUT/pack/$name/"
     for f in runs/"$name"/logs/version_*/metrics.csv; do
@@ -64,4 +68,4 @@ for name in "${names[@]}"; do
 done
 # one archive per runs file, so two pretrain_many.sh in one call do not overwrite each other's
 tar czf "$OUT/pack-$(basename "$RUNS_FILE" .txt).tgz" -C "$OUT" pack && rm -rf "$OUT/pack"
-ls -laR "$OUT" | grep safetensors
+ls -laR "$OUT" | grep safetensors || true

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One call of a pretraining schedule that outlives a session (issue 11: the 20M Transformer's 30,000 steps). The run
+# (the first line of RUNS_FILE) resumes from this warm machine's runs/NAME, or else from its packed state
+# (`tsfm pack-run`) carried in STATE_DIR; it trains MINUTES more (pretrain_many.sh, EVAL=0, WEIGHTS=0), and its state
+# is packed into $OUT/state: the shards as files, manifest.json and state.pt in meta.tgz, so that with the logs'
+# archive at most 8 files come back (the limit of one call).
+#
+#   MINUTES=8.6 STEPS=30000 bash scripts/device/long_run.sh scripts/device/runs/tf20-long.txt -- ARGS
+#   STATE_DIR=runs/tf20-long-state MINUTES=... bash scripts/device/long_run.sh ...   (a later session)
+#
+# A state larger than one call's 64 MiB carry (20M: about 77 MiB) crosses in two chained calls on one warm machine,
+# each carrying some of the pack's files: GATHER_ONLY=1 copies them into runs/NAME-gathered (a warm machine keeps
+# runs/ between calls) and stops; the next call adds the rest, and the pack is unpacked once whole (unpack-run
+# refuses a pack with a missing file, naming it).
+#
+#   STATE_DIR=runs/tf20-long-state-a GATHER_ONLY=1 bash scripts/device/long_run.sh RUNS_FILE      (call 1)
+#   STATE_DIR=runs/tf20-long-state-b MINUTES=8 STEPS=30000 bash scripts/device/long_run.sh RUNS_FILE -- ARGS
+set -uo pipefail
+source scripts/device/setup.sh
+RUNS_FILE=$1; shift; [ "${1:-}" = "--" ] && shift
+name=$(awk 'NF {print $1; exit}' "$RUNS_FILE")
+run=runs/$name
+gathered=runs/$name-gathered
+if [ -n "${STATE_DIR:-}" ] && [ ! -f "$run/checkpoints/last.ckpt" ]; then
+    mkdir -p "$gathered"
+    cp "$STATE_DIR"/* "$gathered/" || exit 1
+    if [ -f "$gathered/meta.tgz" ]; then tar xzf "$gathered/meta.tgz" -C "$gathered" && rm "$gathered/meta.tgz"; fi
+    ls -la "$gathered"
+    [ "${GATHER_ONLY:-0}" = 1 ] && exit 0
+    python3 -m tsfm unpack-run "$gathered" "$run" || exit 1
+fi
+# GPU use over the call, summarised at the end: says whether one run alone is held back by the host
+nvidia-smi dmon -s u -d 5 > gpu_use.log 2>/dev/null &
+dmon=$!
+WEIGHTS=0 EVAL=0 bash scripts/device/pretrain_many.sh "$RUNS_FILE" -- "$@"
+kill "$dmon" 2>/dev/null
+awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {n++; s += $2; if ($2 < 80) low++}
+     END {if (n) printf "GPU SM use: mean %.0f%% over %d samples of 5 s, %d below 80%%\n", s / n, n, low}' gpu_use.log
+rm -rf "$run-packed"
+python3 -m tsfm pack-run "$run" "$run-packed" || exit 1
+mkdir -p "$OUT/state"
+cp "$run-packed"/*.safetensors "$OUT/state/"
+tar czf "$OUT/state/meta.tgz" -C "$run-packed" manifest.json state.pt
+ls -la "$OUT/state"
