@@ -650,6 +650,10 @@ def test_common_split_scores_only_what_both_splits_hold_out(tmp_path):
     (["--full-context-prob", "2"], "full_context_prob must be in [0, 1]"),
     (["--distill-weight", "0.3"], "--distill-weight needs --teacher"),
     (["--teacher", "no-such-model"], "teacher 'no-such-model'"),
+    (["--profile-steps", "5"], "--profile-steps: expected FIRST:COUNT"),
+    (["--profile-steps", "a:3"], "--profile-steps: expected FIRST:COUNT"),
+    (["--profile-steps", "5:0"], "--profile-steps: COUNT must be between 1 and 200"),
+    (["--profile-steps", "5:500"], "--profile-steps: COUNT must be between 1 and 200"),
 ])
 def test_cli_train_refuses_bad_requests(tmp_path, capsys, argv, message):
     assert main(["train", "--out", str(tmp_path / "m"), *argv]) == 2

@@ -2,8 +2,9 @@
 # One call of a pretraining schedule that outlives a session (issue 11: the 20M Transformer's 30,000 steps). The run
 # (the first line of RUNS_FILE) resumes from this warm machine's runs/NAME, or else from its packed state
 # (`tsfm pack-run`) carried in STATE_DIR; it trains MINUTES more (pretrain_many.sh, EVAL=0, WEIGHTS=0), and its state
-# is packed into $OUT/state: the shards as files, manifest.json and state.pt in meta.tgz, so that with the logs'
-# archive at most 8 files come back (the limit of one call).
+# is packed into $OUT/state: manifest.json and state.pt in meta.tgz, and as many shards as keep the call's files under
+# the 64 MiB (and 8 files) one call brings back; a 20M state (77 MiB) needs a second call, SEND_REST=1, that brings
+# back the shards left (no training; the warm machine still holds them).
 #
 #   MINUTES=8.6 STEPS=30000 bash scripts/device/long_run.sh scripts/device/runs/tf20-long.txt -- ARGS
 #   STATE_DIR=runs/tf20-long-state MINUTES=... bash scripts/device/long_run.sh ...   (a later session)
@@ -15,11 +16,21 @@
 #
 #   STATE_DIR=runs/tf20-long-state-a GATHER_ONLY=1 bash scripts/device/long_run.sh RUNS_FILE      (call 1)
 #   STATE_DIR=runs/tf20-long-state-b MINUTES=8 STEPS=30000 bash scripts/device/long_run.sh RUNS_FILE -- ARGS
+#   SEND_REST=1 bash scripts/device/long_run.sh RUNS_FILE                      (the shards the last call left behind)
 set -uo pipefail
-source scripts/device/setup.sh
 RUNS_FILE=$1; shift; [ "${1:-}" = "--" ] && shift
 name=$(awk 'NF {print $1; exit}' "$RUNS_FILE")
 run=runs/$name
+packed=$run-packed
+send_budget=$(( ${SEND_MIB:-60} * 2**20 ))  # bytes of shards one call brings back beside the logs' archive and meta.tgz
+mkdir -p "$OUT/state"
+if [ "${SEND_REST:-0}" = 1 ]; then
+    [ -s "$packed/unsent.txt" ] || { echo "error: nothing left to send in $packed (unsent.txt empty or missing)" >&2; exit 1; }
+    while read -r shard; do cp "$packed/$shard" "$OUT/state/"; done < "$packed/unsent.txt"
+    md5sum "$OUT"/state/*
+    exit 0
+fi
+source scripts/device/setup.sh
 gathered=runs/$name-gathered
 if [ -n "${STATE_DIR:-}" ] && [ ! -f "$run/checkpoints/last.ckpt" ]; then
     mkdir -p "$gathered"
@@ -36,9 +47,19 @@ WEIGHTS=0 EVAL=0 bash scripts/device/pretrain_many.sh "$RUNS_FILE" -- "$@"
 kill "$dmon" 2>/dev/null
 awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {n++; s += $2; if ($2 < 80) low++}
      END {if (n) printf "GPU SM use: mean %.0f%% over %d samples of 5 s, %d below 80%%\n", s / n, n, low}' gpu_use.log
-rm -rf "$run-packed"
-python3 -m tsfm pack-run "$run" "$run-packed" || exit 1
-mkdir -p "$OUT/state"
-cp "$run-packed"/*.safetensors "$OUT/state/"
-tar czf "$OUT/state/meta.tgz" -C "$run-packed" manifest.json state.pt
-ls -la "$OUT/state"
+rm -rf "$packed"
+python3 -m tsfm pack-run "$run" "$packed" || exit 1
+tar czf "$OUT/state/meta.tgz" -C "$packed" manifest.json state.pt
+sent=0
+: > "$packed/unsent.txt"
+for shard in "$packed"/tensors-*.safetensors; do
+    size=$(stat -c %s "$shard")
+    if [ $((sent + size)) -le "$send_budget" ]; then
+        cp "$shard" "$OUT/state/"; sent=$((sent + size))
+    else
+        basename "$shard" >> "$packed/unsent.txt"
+    fi
+done
+md5sum "$packed"/*
+[ -s "$packed/unsent.txt" ] && echo "left for a SEND_REST=1 call: $(tr '\n' ' ' < "$packed/unsent.txt")"
+true

@@ -106,6 +106,10 @@ if TYPE_CHECKING:
     arg("--window-balance", type=float, default=None, metavar="FLOOR",
         help="train on the mean over windows of log(window's pinball loss + FLOOR), each window weighted by its "
              "relative error, instead of the pinball loss pooled over steps (validation too; default: pooled)"),
+    arg("--profile-steps", default=None, metavar="FIRST:COUNT",
+        help="profile COUNT training steps from step FIRST (or from the resume point) with torch.profiler and write "
+             "OUT/profile.md: wall and GPU-busy time per step, synchronising calls, top host operators and "
+             "kernels (tsfm.pipelines.step_profile); changes nothing the run computes"),
 )
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
@@ -118,6 +122,7 @@ def train_command(args: argparse.Namespace) -> int:
     from tsfm.checkpoint import CheckpointError
     from tsfm.pipelines.data.corpus import CorpusError, load_corpus
     from tsfm.pipelines.data.upsample import UpsampleError, add_upsampled, check_texture, parse_upsampling
+    from tsfm.pipelines.step_profile import StepProfiler, parse_profile_steps
 
     if args.distill_weight is not None and args.teacher is None:
         raise CommandError("--distill-weight needs --teacher (the model to distil from)")
@@ -129,6 +134,12 @@ def train_command(args: argparse.Namespace) -> int:
         upsampling = parse_upsampling(args.upsample_real) if args.upsample_real is not None else {}
     except UpsampleError as err:
         raise CommandError(f"--upsample-real: {err}") from None
+    callbacks = []
+    if args.profile_steps is not None:
+        try:
+            callbacks.append(StepProfiler(*parse_profile_steps(args.profile_steps), args.out))
+        except ValueError as err:
+            raise CommandError(f"--profile-steps: {err}") from None
     texture = args.upsample_texture or 0.0
     try:
         check_texture(texture)
@@ -170,7 +181,7 @@ def train_command(args: argparse.Namespace) -> int:
         description = " + ".join(parts)
         path = train(model_config, train_config, args.out, real=real, validation=validation,
                      data_description=description, command=_command_line(), init_from=args.init_from,
-                     accelerator=args.accelerator)
+                     accelerator=args.accelerator, callbacks=callbacks)
     except (TrainingError, CorpusError, CheckpointError) as err:
         raise CommandError(str(err)) from None
     except ValueError as err:  # an unknown backbone or preset
