@@ -17,17 +17,36 @@
 #   STATE_DIR=runs/tf20-long-state-a GATHER_ONLY=1 bash scripts/device/long_run.sh RUNS_FILE      (call 1)
 #   STATE_DIR=runs/tf20-long-state-b MINUTES=8 STEPS=30000 bash scripts/device/long_run.sh RUNS_FILE -- ARGS
 #   SEND_REST=1 bash scripts/device/long_run.sh RUNS_FILE                      (the shards the last call left behind)
+#   WEIGHTS=1 ...: also bring back the exported weights (the schedule's last call); the state's shards then wait for
+#   SEND_REST=1 calls
 set -uo pipefail
 RUNS_FILE=$1; shift; [ "${1:-}" = "--" ] && shift
 name=$(awk 'NF {print $1; exit}' "$RUNS_FILE")
 run=runs/$name
 packed=$run-packed
+[ "${WEIGHTS:-0}" = 1 ] && SEND_MIB=0  # the exported weights (38.5 MiB at 20M) fill this call's 64 MiB
 send_budget=$(( ${SEND_MIB:-60} * 2**20 ))  # bytes of shards one call brings back beside the logs' archive and meta.tgz
 mkdir -p "$OUT/state"
+# Copies the named shards of the pack into $OUT/state while they fit send_budget; the rest are listed in unsent.txt
+send_shards() {
+    local sent=0 shard size left=()
+    for shard in "$@"; do
+        size=$(stat -c %s "$packed/$shard")
+        if [ $((sent + size)) -le "$send_budget" ]; then
+            cp "$packed/$shard" "$OUT/state/"; sent=$((sent + size))
+        else
+            left+=("$shard")
+        fi
+    done
+    printf '%s\n' "${left[@]}" | sed '/^$/d' > "$packed/unsent.txt"
+    md5sum "$packed"/*
+    [ -s "$packed/unsent.txt" ] && echo "left for a SEND_REST=1 call: $(tr '\n' ' ' < "$packed/unsent.txt")"
+    return 0
+}
 if [ "${SEND_REST:-0}" = 1 ]; then
     [ -s "$packed/unsent.txt" ] || { echo "error: nothing left to send in $packed (unsent.txt empty or missing)" >&2; exit 1; }
-    while read -r shard; do cp "$packed/$shard" "$OUT/state/"; done < "$packed/unsent.txt"
-    md5sum "$OUT"/state/*
+    mapfile -t rest < "$packed/unsent.txt"
+    send_shards "${rest[@]}"
     exit 0
 fi
 source scripts/device/setup.sh
@@ -43,23 +62,12 @@ fi
 # GPU use over the call, summarised at the end: says whether one run alone is held back by the host
 nvidia-smi dmon -s u -d 5 > gpu_use.log 2>/dev/null &
 dmon=$!
-WEIGHTS=0 EVAL=0 bash scripts/device/pretrain_many.sh "$RUNS_FILE" -- "$@"
+WEIGHTS=${WEIGHTS:-0} EVAL=0 bash scripts/device/pretrain_many.sh "$RUNS_FILE" -- "$@"
 kill "$dmon" 2>/dev/null
 awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {n++; s += $2; if ($2 < 80) low++}
      END {if (n) printf "GPU SM use: mean %.0f%% over %d samples of 5 s, %d below 80%%\n", s / n, n, low}' gpu_use.log
 rm -rf "$packed"
-python3 -m tsfm pack-run "$run" "$packed" || exit 1
+python3 -m tsfm pack-run "$run" "$packed" --max-shard-mib "${SHARD_MIB:-15}" || exit 1
 tar czf "$OUT/state/meta.tgz" -C "$packed" manifest.json state.pt
-sent=0
-: > "$packed/unsent.txt"
-for shard in "$packed"/tensors-*.safetensors; do
-    size=$(stat -c %s "$shard")
-    if [ $((sent + size)) -le "$send_budget" ]; then
-        cp "$shard" "$OUT/state/"; sent=$((sent + size))
-    else
-        basename "$shard" >> "$packed/unsent.txt"
-    fi
-done
-md5sum "$packed"/*
-[ -s "$packed/unsent.txt" ] && echo "left for a SEND_REST=1 call: $(tr '\n' ' ' < "$packed/unsent.txt")"
-true
+mapfile -t shards < <(cd "$packed" && ls tensors-*.safetensors)
+send_shards "${shards[@]}"
