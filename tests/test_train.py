@@ -29,6 +29,7 @@ from tsfm.pipelines.run_state import MANIFEST_FILE, RunStateError, pack_run, unp
 from tsfm.pipelines.train import (
     TrainConfig,
     TrainingError,
+    _ResumePoint,
     batch_config,
     read_metrics,
     train,
@@ -163,6 +164,26 @@ def test_max_minutes_is_the_budget_of_each_call_not_of_the_whole_run(tmp_path):
     torch.save(checkpoint, last)
     train(tiny_model(), tiny_run(steps=10, max_minutes=10), run, **common)
     assert json.loads((run / "provenance.json").read_text())["steps"] == 10
+
+
+def test_the_training_seconds_are_logged_as_a_tensor_on_the_device(tmp_path):
+    """Lightning turns a logged Python number into a tensor by a blocking host-to-device copy, which on a GPU
+    synchronised the stream at every step; the callback hands it a tensor already on the module's device."""
+    logged = {}
+
+    class Module:
+        device = torch.device("cpu")
+
+        def log(self, name, value, **_):
+            logged[name] = value
+
+    class Trainer:
+        global_step = 1
+
+    _ResumePoint(tmp_path / "last.ckpt", every=100).on_train_batch_end(Trainer(), Module())
+    seconds = logged["train_seconds"]
+    assert isinstance(seconds, torch.Tensor) and seconds.device == Module.device and seconds.dtype == torch.float32
+    assert 0 <= float(seconds) < 60
 
 
 def test_resume_with_other_settings_is_refused(tmp_path):

@@ -385,7 +385,11 @@ class _ResumePoint(L.Callback):
         trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any) -> None:
-        module.log("train_seconds", self.elapsed(), on_step=True, on_epoch=False, rank_zero_only=True)
+        # Logged as a tensor made on the device by a fill kernel: Lightning turns a logged Python number into one
+        # with ``torch.tensor(value, device=...)``, a blocking host-to-device copy that synchronised the stream at
+        # every step, so the host's work for the next step could never overlap the GPU's for this one.
+        seconds = torch.full((), self.elapsed(), dtype=torch.float32, device=module.device)
+        module.log("train_seconds", seconds, on_step=True, on_epoch=False, rank_zero_only=True)
         if trainer.global_step % self.every == 0:
             self.save(trainer)
 

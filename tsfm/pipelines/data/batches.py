@@ -173,6 +173,7 @@ class BatchSampler:
         self.values = torch.empty(int(lengths.sum()), dtype=torch.float32, device=self.device)
         self.values[: flat.size] = torch.from_numpy(flat).to(self.device)
         self.starts = torch.from_numpy(starts).to(self.device)
+        self._host_starts = starts  # read by the pool refresh without a device-to-host copy (a sync on a GPU)
         self.lengths = torch.from_numpy(lengths).to(self.device)
         first_real = [int(np.argmax(np.isfinite(s))) for s in real.series]
         self.first = torch.tensor(first_real + [0] * self.pool_size, dtype=torch.int64, device=self.device)
@@ -204,7 +205,7 @@ class BatchSampler:
         if series.shape != (per_chunk, length):
             raise ValueError(f"prior returned shape {tuple(series.shape)}, expected {(per_chunk, length)}")
         index = self.num_real + chunk * per_chunk
-        begin = int(self.starts[index])
+        begin = int(self._host_starts[index])
         self.values[begin : begin + per_chunk * length] = series.to(self.values).reshape(-1)
         self.first[index : index + per_chunk] = _first_observed(series)
 
