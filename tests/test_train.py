@@ -186,6 +186,25 @@ def test_the_training_seconds_are_logged_as_a_tensor_on_the_device(tmp_path):
     assert 0 <= float(seconds) < 60
 
 
+def test_no_training_value_is_read_to_the_host_at_every_step(tmp_path):
+    """Lightning reads each progress-bar value to a Python number after every step (a GPU sync); the training loss
+    reaches the logger and the callbacks as a tensor and the bar reads it only when it refreshes."""
+    seen = {}
+
+    class Spy(L.Callback):
+        def on_train_end(self, trainer, module):
+            seen["bar"] = dict(trainer.progress_bar_metrics)
+            seen["callback"] = dict(trainer.callback_metrics)
+            bar = next(c for c in trainer.callbacks if isinstance(c, L.pytorch.callbacks.TQDMProgressBar))
+            seen["shown"] = bar.get_metrics(trainer, module)
+
+    train(tiny_model(), tiny_run(steps=3), tmp_path / "run", real=corpus(12, 0), validation=corpus(3, 1),
+          prior=walk_prior, callbacks=[Spy()])
+    assert "train_loss" not in seen["bar"]
+    assert isinstance(seen["callback"]["train_loss"], torch.Tensor)
+    assert float(seen["shown"]["train_loss"]) == pytest.approx(float(seen["callback"]["train_loss"]), abs=1e-3)
+
+
 def test_resume_with_other_settings_is_refused(tmp_path):
     common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
     train(tiny_model(), tiny_run(steps=2), tmp_path / "run", **common)

@@ -279,7 +279,9 @@ class PretrainModule(L.LightningModule):
                              **self._balance)
         else:
             loss = self._share_of_global_loss(batch)
-        self.log("train_loss", loss, on_step=True, prog_bar=True, batch_size=batch.context.shape[0],
+        # not prog_bar=True: Lightning reads every progress-bar value to a Python number after each step (a sync);
+        # _ProgressBar shows the loss at its refreshes instead
+        self.log("train_loss", loss, on_step=True, batch_size=batch.context.shape[0],
                  sync_dist=self.trainer.world_size > 1)
         return loss
 
@@ -402,6 +404,22 @@ class _ResumePoint(L.Callback):
         trainer.save_checkpoint(self.path, weights_only=False)
 
 
+class _ProgressBar(L.pytorch.callbacks.TQDMProgressBar):
+    """Lightning's bar, with the training loss read only when the bar refreshes.
+
+    A value logged with ``prog_bar=True`` is turned into a Python number by Lightning after every step (its
+    ``_ResultCollection.metrics``), and reading a GPU tensor waits for the GPU: one synchronisation per step, which
+    keeps the host from queueing the next step while the GPU runs this one. The loss is logged for the logger only
+    and read here from ``trainer.callback_metrics``, which holds it as a tensor, once per refresh."""
+
+    def get_metrics(self, trainer: L.Trainer, module: L.LightningModule) -> dict[str, int | str | float | dict]:
+        metrics = super().get_metrics(trainer, module)
+        loss = trainer.callback_metrics.get("train_loss")
+        if loss is not None:
+            metrics["train_loss"] = f"{loss.item():.3f}"
+        return metrics
+
+
 class _CallBudget(L.pytorch.callbacks.Timer):
     """Stops this call after ``max_minutes``. Lightning's own time limit restores the elapsed time a checkpoint has
     saved, so a run that stopped on one call's budget would stop again at once when resumed; here the budget is per
@@ -504,7 +522,7 @@ def train(
             dirpath=checkpoints, filename="best", monitor="val_loss", mode="min", save_top_k=1,
             enable_version_counter=False))
     if progress:
-        callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=50))
+        callbacks.append(_ProgressBar(refresh_rate=50))
     trainer = L.Trainer(
         max_steps=train_config.steps,
         accelerator=accelerator,
