@@ -57,3 +57,19 @@ def test_a_run_that_ends_inside_the_profile_writes_what_it_profiled(tmp_path, ca
     assert main(["train", "--out", str(tmp_path / "run"), *TINY, "--profile-steps", "4:50"]) == 0
     capsys.readouterr()
     assert (tmp_path / "run" / "profile.md").read_text().startswith("# Where the step time went: steps 4-5 (2 steps")
+
+
+def test_a_synchronising_call_is_charged_to_the_outermost_operator_above_it():
+    from types import SimpleNamespace
+
+    from tsfm.pipelines.step_profile import _outermost_operator
+
+    def event(name, parent=None):
+        return SimpleNamespace(name=name, cpu_parent=parent)
+
+    step = event("training_step")
+    item = event("aten::item", step)
+    dense = event("aten::_local_scalar_dense", item)
+    assert _outermost_operator(event("cudaMemcpyAsync", dense)) == "aten::item"
+    assert _outermost_operator(event("cudaStreamSynchronize", step)) == "training_step"  # no operator above it
+    assert _outermost_operator(event("cudaStreamSynchronize")) == "(none)"
