@@ -19,18 +19,23 @@ changed, as a candidate). Writes ``OUT/judge.md`` and ``OUT/judge.json`` (the ve
 ratio to the reference per frequency, term and configuration: where it gains or loses) and every
 model's ``all_results.csv`` per span under ``OUT/spans_back_N/``. ``--watch CONFIG`` adds one configuration's
 MASE relative to Seasonal Naive per span (2 to 8 by default) and model, the view of a per-configuration must
-(``yosemite_temps/5T/long``: issue 11), scored under ``OUT/watch/``.
+(``yosemite_temps/5T/long``: issue 11), scored under ``OUT/watch/``. ``--cache DIR`` keeps every model's scores per
+span there and reuses them when nothing that makes them has changed (the model's files, the inference settings, the
+device, the span's Seasonal-Naive scores, which fingerprint its windows, and the source of ``tsfm`` and the scoring
+script): the reference, scored again by every judge, is then scored once.
 
     PYTHONPATH=. python scripts/judge_checkpoints.py runs/a/model [runs/b/model ...] --benchmark data/benchmark \
         --real-data data/device/pretrain --out OUT [--reference default] [--device cpu] \
-        [--watch yosemite_temps/5T/long]
+        [--watch yosemite_temps/5T/long] [--cache runs/judge-cache]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,20 +67,62 @@ def inference_settings(config: ModelConfig) -> list[str]:
             "--naive-blend", config.naive_blend, "--flip-equivariant", "on" if config.flip_equivariant else "off"]
 
 
+def source_digest() -> str:
+    """A digest of the code that turns a checkpoint into scores: every ``tsfm`` source file and the scoring script.
+    Any change to them makes earlier cached scores stale (conservative: most changes would not move a score)."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted([*(root / "tsfm").rglob("*.py"), root / "scripts" / "eval_checkpoints.py"]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def score_key(checkpoint: str, context: bytes) -> str:
+    """The cache key of one checkpoint's scores: its files (config and weights, by content, not by path) and
+    ``context`` (what else made the scores)."""
+    folder = resolve_model_path(checkpoint)
+    digest = hashlib.sha256(context)
+    for path in sorted(folder.iterdir()):
+        if path.suffix in (".json", ".safetensors"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def restore_scores(cached: Path, out: Path, name: str) -> None:
+    """Write cached scores as ``out/name/all_results.csv``, under this run's model name."""
+    (out / name).mkdir(parents=True, exist_ok=True)
+    pd.read_csv(cached).assign(model=name).to_csv(out / name / "all_results.csv", index=False)
+
+
 def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list[str], spans_back: Sequence[int],
                 out_root: Path, configs: Sequence[str] = ()) -> pd.DataFrame:
     """Normalised MASE and CRPS of every model on every span (under ``out_root/spans_back_N``), one row per (model,
-    configuration, span); ``configs``: only these configurations (default: all)."""
+    configuration, span); ``configs``: only these configurations (default: all). With ``args.cache``, a model whose
+    scores are cached for the same context is not scored again (nor twice in one run: two copies of one model)."""
     frames = []
+    code = source_digest() if args.cache else ""
     for spans in spans_back:
         out = out_root / f"spans_back_{spans}"
         common = ["--benchmark", str(args.benchmark), "--out", str(out), "--spans-back", str(spans),
                   *(["--device", args.device] if args.device else []), *(["--configs", *configs] if configs else [])]
         score_checkpoints(["seasonal_naive", *common])
-        if not (out / "seasonal_naive" / "all_results.csv").is_file():
+        normaliser = out / "seasonal_naive" / "all_results.csv"
+        if not normaliser.is_file():
             continue  # no chosen configuration reaches this far back (eval_checkpoints.py said so)
-        score_checkpoints([*models.values(), "--names", *models, "--normaliser",
-                           str(out / "seasonal_naive" / "all_results.csv"), *settings, *common])
+        context = json.dumps([code, settings, args.device, list(configs)]).encode() + normaliser.read_bytes()
+        keys = {name: score_key(path, context) for name, path in models.items()} if args.cache else {}
+        first_of_key = {key: name for name, key in reversed(keys.items())}
+        to_score = [name for name in models if not keys
+                    or (not (args.cache / f"{keys[name]}.csv").is_file() and first_of_key[keys[name]] == name)]
+        if to_score:
+            score_checkpoints([*(models[name] for name in to_score), "--names", *to_score, "--normaliser",
+                               str(normaliser), *settings, *common])
+        for name in to_score if keys else ():
+            args.cache.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out / name / "all_results.csv", args.cache / f"{keys[name]}.csv")
+        for name in models:
+            if keys and name not in to_score:
+                restore_scores(args.cache / f"{keys[name]}.csv", out, name)
         results = pd.concat([read_results(out / name) for name in models], ignore_index=True)
         frames.append(normalise(results, read_results(out / "seasonal_naive")).assign(spans_back=spans))
     if not frames:
@@ -210,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
                              "verdict)")
     parser.add_argument("--watch-spans", type=comma_separated_spans, default=WATCH_SPANS,
                         help="spans of the --watch tables (default 2,...,8; 2 or more)")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="folder of scores kept between judges: a model whose files, settings, device, span "
+                             "windows and scoring code are unchanged is not scored again (the reference, mostly)")
     args = parser.parse_args(argv)
     for flag, given in (("--spans-back", args.spans_back), ("--watch-spans", args.watch_spans)):
         if min(given) < 2:

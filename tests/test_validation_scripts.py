@@ -326,3 +326,37 @@ def test_judge_with_own_inference_scores_each_model_by_its_config(checkpoint_and
     assert judged["benchmark"]["MASE"][0] != 1.0 and judged["benchmark"]["units"] == 4
     assert judged["validation"] is not None and judged["validation"][0] != 1.0
     assert "each model with its own inference settings" in (tmp_path / "own" / "judge.md").read_text()
+
+
+def test_judge_cache_scores_each_model_once_and_reuses_its_scores_while_nothing_that_made_them_changed(
+        checkpoint_and_corpus, tmp_path):
+    """``--cache``: a copy of the reference in the same run is scored once (one cached file per distinct model and
+    span); a second judge reuses the reference's cached scores (a doctored cache file shows up in its verdict),
+    while another inference setting, which changes what the scores mean, does not."""
+    checkpoint, corpus = checkpoint_and_corpus
+    _tiny_benchmark(tmp_path / "bench", daily_length=200)
+    shutil.copytree(checkpoint, tmp_path / "same" / "model")
+    cache = tmp_path / "cache"
+    common = ["--reference", str(checkpoint), "--benchmark", str(tmp_path / "bench"), "--real-data", str(corpus),
+              "--device", "cpu", "--cache", str(cache)]
+    _run("judge_checkpoints.py", str(tmp_path / "same" / "model"), *common, "--out", str(tmp_path / "first"))
+    first = json.loads((tmp_path / "first" / "judge.json").read_text())["candidates"]["same"]
+    assert first["benchmark"]["MASE"] == [1.0, 1.0, 1.0]
+    cached = sorted(cache.glob("*.csv"))
+    assert len(cached) == 2  # one model (the copy has the reference's files) x two spans
+    for path in cached:  # doctor the cache: the reference's MASE doubled
+        frame = pd.read_csv(path)
+        frame["eval_metrics/MASE[0.5]"] *= 2
+        frame.to_csv(path, index=False)
+    _run("judge_checkpoints.py", str(tmp_path / "same" / "model"), *common, "--out", str(tmp_path / "second"))
+    second = json.loads((tmp_path / "second" / "judge.json").read_text())["candidates"]["same"]
+    assert second["benchmark"]["MASE"][0] == pytest.approx(1.0)  # both restored from the same doctored scores
+    scores = pd.read_csv(tmp_path / "second" / "spans_back_2" / "reference" / "all_results.csv")
+    fresh = pd.read_csv(tmp_path / "first" / "spans_back_2" / "reference" / "all_results.csv")
+    assert set(scores["model"]) == {"reference"}
+    assert np.allclose(scores["eval_metrics/MASE[0.5]"], 2 * fresh["eval_metrics/MASE[0.5]"])
+    _run("judge_checkpoints.py", str(tmp_path / "same" / "model"), *common, "--out", str(tmp_path / "own"),
+         "--inference", "own")
+    assert len(list(cache.glob("*.csv"))) == 4  # other settings: scored afresh, cached beside
+    own = pd.read_csv(tmp_path / "own" / "spans_back_2" / "reference" / "all_results.csv")
+    assert not np.allclose(own["eval_metrics/MASE[0.5]"], scores["eval_metrics/MASE[0.5]"])
