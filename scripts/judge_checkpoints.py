@@ -110,18 +110,22 @@ def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list
         if not normaliser.is_file():
             continue  # no chosen configuration reaches this far back (eval_checkpoints.py said so)
         context = json.dumps([code, settings, args.device, list(configs)]).encode() + normaliser.read_bytes()
-        keys = {name: score_key(path, context) for name, path in models.items()} if args.cache else {}
-        first_of_key = {key: name for name, key in reversed(keys.items())}
-        to_score = [name for name in models if not keys
-                    or (not (args.cache / f"{keys[name]}.csv").is_file() and first_of_key[keys[name]] == name)]
+        keys, to_score = {}, list(models)
+        if args.cache:
+            keys = {name: score_key(path, context) for name, path in models.items()}
+            first: dict[str, str] = {}
+            for name, key in keys.items():
+                first.setdefault(key, name)
+            to_score = [name for name, key in keys.items()
+                        if first[key] == name and not (args.cache / f"{key}.csv").is_file()]
         if to_score:
             score_checkpoints([*(models[name] for name in to_score), "--names", *to_score, "--normaliser",
                                str(normaliser), *settings, *common])
-        for name in to_score if keys else ():
+        if args.cache:
             args.cache.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(out / name / "all_results.csv", args.cache / f"{keys[name]}.csv")
-        for name in models:
-            if keys and name not in to_score:
+            for name in to_score:
+                shutil.copyfile(out / name / "all_results.csv", args.cache / f"{keys[name]}.csv")
+            for name in set(models) - set(to_score):
                 restore_scores(args.cache / f"{keys[name]}.csv", out, name)
         results = pd.concat([read_results(out / name) for name in models], ignore_index=True)
         frames.append(normalise(results, read_results(out / "seasonal_naive")).assign(spans_back=spans))
