@@ -1,7 +1,11 @@
 """Speed of dynamic int8 quantisation of a checkpoint's linear layers on the CPU (forty-fourth session's probe).
 
     PYTHONPATH=. .venv/bin/python benchmarks/results/cpu-2026-12-07-session44/int8_probe.py \
-        runs/tf20-mid-asdefault/model
+        runs/tf20-mid-asdefault/model [torchao]
+
+``torchao``: quantise with ``torchao.quantization.quantize_(model, Int8DynamicActivationInt8WeightConfig())`` instead
+(torchao 0.18.0, installed beside the project for the probe: ``pip install --no-deps --target DIR torchao==0.18.0``
+and ``PYTHONPATH=.:DIR``).
 
 Times ``forecast`` of 256 random-walk series (context 512, horizon 48, 2 threads) in float32 and with PyTorch's
 ``quantize_dynamic`` (int8 weights, activations quantised per batch), three repeats after a warm-up each, and prints the
@@ -35,7 +39,13 @@ def main() -> None:
     model = load_model(sys.argv[1]).float().eval()
     context = torch.randn(256, 512).cumsum(1)
     plain, reference = seconds_per_forecast(model, context)
-    quantised = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    if sys.argv[2:] == ["torchao"]:
+        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+        quantised = model
+        quantize_(quantised, Int8DynamicActivationInt8WeightConfig())
+    else:
+        quantised = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     fast, approximate = seconds_per_forecast(quantised, context)
     change = ((reference - approximate).abs() / (reference.abs() + 1e-3)).median().item()
     print(f"float32 {plain:.2f} s, int8 dynamic {fast:.2f} s per 256 series: {plain / fast:.2f}x; "
