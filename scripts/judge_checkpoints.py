@@ -47,7 +47,7 @@ from eval_checkpoints import result_name
 from validation_forecast import main as validation_forecast
 from validation_loss import DATASET_PREFIX, paired_over_datasets
 
-from tsfm.checkpoint import read_checkpoint_config, resolve_model_path
+from tsfm.checkpoint import CONFIG_FILE, read_checkpoint_config, resolve_model_path, weight_files
 from tsfm.config import ModelConfig
 from tsfm.pipelines.data.frequency import step_duration
 from tsfm.pipelines.evaluate import key_part, normalise, paired_ratio_interval, read_results
@@ -82,9 +82,8 @@ def score_key(checkpoint: str, context: bytes) -> str:
     ``context`` (what else made the scores)."""
     folder = resolve_model_path(checkpoint)
     digest = hashlib.sha256(context)
-    for path in sorted(folder.iterdir()):
-        if path.suffix in (".json", ".safetensors"):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in [folder / CONFIG_FILE, *weight_files(folder)]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:32]
 
 
