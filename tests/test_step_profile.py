@@ -73,3 +73,18 @@ def test_a_synchronising_call_is_charged_to_the_outermost_operator_above_it():
     assert _outermost_operator(event("cudaMemcpyAsync", dense)) == "aten::item"
     assert _outermost_operator(event("cudaStreamSynchronize", step)) == "training_step"  # no operator above it
     assert _outermost_operator(event("cudaStreamSynchronize")) == "(none)"
+
+
+def test_only_kernels_count_as_gpu_work_not_the_ranges_record_function_marks():
+    """The optimizer's ``record_function`` range lies on the GPU's timeline over the whole step; counted as a kernel,
+    the GPU looked busy 100% of the time (forty-fifth session)."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from tsfm.pipelines.step_profile import gpu_kernels
+
+    kernel = SimpleNamespace(device_type=DeviceType.CUDA, is_user_annotation=False, name="gemm")
+    annotation = SimpleNamespace(device_type=DeviceType.CUDA, is_user_annotation=True, name="Optimizer.step#AdamW.step")
+    host = SimpleNamespace(device_type=DeviceType.CPU, is_user_annotation=False, name="aten::mm")
+    assert gpu_kernels([kernel, annotation, host]) == [kernel]

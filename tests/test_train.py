@@ -282,18 +282,20 @@ def test_full_context_prob_reaches_the_sampler_but_not_the_validation_windows():
 
 def test_the_prior_mix_reaches_the_synthetic_pool_and_the_provenance(tmp_path, monkeypatch, capsys):
     from tsfm.pipelines import train as train_module
-    from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX
+    from tsfm.pipelines.data.priors import BLOCK, DEFAULT_PRIOR_MIX
 
-    mixes = []
+    mixes, blocks = [], []
 
-    def spy(n, length, generator, mix):
+    def spy(n, length, generator, mix, block):
         mixes.append(dict(mix))
+        blocks.append(block)
         return walk_prior(n, length, generator)
 
     monkeypatch.setattr(train_module, "sample_priors", spy)
     run = tiny_run(steps=2, synthetic_share=1.0, prior_mix={"random_walk": 3.0, "short": 1.0})
     path = train(tiny_model(), run, tmp_path / "run", progress=False)
     assert mixes and all(mix == {"random_walk": 3.0, "short": 1.0} for mix in mixes)
+    assert set(blocks) == {BLOCK}  # the block every earlier run made its series in
     saved = json.loads((path / "config.json").read_text())["training"]["train_config"]
     assert saved["prior_mix"] == {"random_walk": 3.0, "short": 1.0}
     mixes.clear()
@@ -580,6 +582,7 @@ def test_a_batch_size_not_divisible_by_the_devices_is_refused_before_compute(tmp
     ({"prior_mix": {"random_walk": -1.0}}, "prior_mix: .*non-negative"),
     ({"mixup_prob": 1.5}, r"mixup_prob must be in \[0, 1\]"),
     ({"distill_weight": -0.1}, r"distill_weight must be in \[0, 1\]"),
+    ({"prior_block": 0}, "prior_block must be a positive integer"),
 ])
 def test_bad_train_config_is_refused(change, match):
     with pytest.raises(TrainingError, match=match):
@@ -694,10 +697,26 @@ def test_common_split_scores_only_what_both_splits_hold_out(tmp_path):
     (["--profile-steps", "a:3"], "--profile-steps: expected FIRST:COUNT"),
     (["--profile-steps", "5:0"], "--profile-steps: COUNT must be between 1 and 200"),
     (["--profile-steps", "5:500"], "--profile-steps: COUNT must be between 1 and 200"),
+    (["--prior-block", "0"], "prior_block must be a positive integer"),
 ])
 def test_cli_train_refuses_bad_requests(tmp_path, capsys, argv, message):
     assert main(["train", "--out", str(tmp_path / "m"), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_prior_block_of_a_run_makes_its_synthetic_stream_and_is_kept_in_its_provenance(tmp_path, capsys):
+    """``--prior-block``: another block size draws other synthetic series (so other weights), the same one the same
+    (a pool of 32 refreshes 2 series at a time: blocks of 1 split them, the default's 256 does not)."""
+    tiny = ["--steps", "3", "--batch-size", "4", "--context-length", "64", "--pool-size", "32", "--preset", "1M",
+            "--backbone", "transformer", "--accelerator", "cpu", "--val-every", "100", "--checkpoint-every", "100"]
+    for name, block in (("default", []), ("one-block", ["--prior-block", "1"]), ("again", ["--prior-block", "1"])):
+        assert main(["train", "--out", str(tmp_path / name), *tiny, *block]) == 0
+    capsys.readouterr()
+    weights = {name: load_model(tmp_path / name / "model").state_dict() for name in ("default", "one-block", "again")}
+    config = json.loads((tmp_path / "one-block" / "model" / "config.json").read_text())["training"]["train_config"]
+    assert config["prior_block"] == 1
+    assert all(torch.equal(weights["one-block"][k], v) for k, v in weights["again"].items())
+    assert not all(torch.equal(weights["one-block"][k], v) for k, v in weights["default"].items())
 
 
 def test_cli_train_refuses_an_empty_corpus_folder(tmp_path, capsys):

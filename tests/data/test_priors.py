@@ -160,7 +160,30 @@ def test_sample_priors_in_blocks_is_the_same_as_one_call():
     assert torch.equal(one.nan_to_num(1e30), longer[: 2 * BLOCK].nan_to_num(1e30))
 
 
+def test_a_larger_block_draws_other_series_of_the_same_mix_with_fewer_operators():
+    """Every family is called once per block, so one block of 4 x BLOCK series runs about a quarter of the operators
+    (on a GPU, kernel launches) of four blocks; the series are other draws of the same mix, as deterministic."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def operators(block: int) -> tuple[int, torch.Tensor]:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            series = sample_priors(4 * BLOCK, 64, gen(5), block=block)
+        outer = [e for e in prof.events() if e.name.startswith("aten::")
+                 and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))]
+        return len(outer), series
+
+    small_count, small = operators(BLOCK)
+    large_count, large = operators(4 * BLOCK)
+    assert large_count < 0.4 * small_count
+    assert large.shape == small.shape and torch.isfinite(large[:, -1]).all()
+    assert not torch.equal(large.nan_to_num(1e30), small.nan_to_num(1e30))
+    assert torch.equal(large.nan_to_num(1e30), sample_priors(4 * BLOCK, 64, gen(5), block=4 * BLOCK).nan_to_num(1e30))
+
+
 def test_sample_priors_refuses_bad_arguments():
+    for block in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="block must be a positive integer"):
+            sample_priors(4, 64, gen(), block=block)
     with pytest.raises(ValueError, match="unknown"):
         sample_priors(4, 64, gen(), mix={"nope": 1.0})
     with pytest.raises(ValueError, match="non-negative"):

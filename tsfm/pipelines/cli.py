@@ -85,6 +85,9 @@ if TYPE_CHECKING:
         help="change the shares of synthetic families from their defaults, e.g. random_walk=0.2,short=0.15 (0 "
              "drops one; shares are normalised; families: tsfm.pipelines.data.priors.PRIORS)"),
     arg("--pool-size", type=int, default=4096, help="synthetic series kept on the device (default: 4096)"),
+    arg("--prior-block", type=int, default=None,
+        help="synthetic series made per block (default: 256, the stream every earlier run trained on); on a GPU, "
+             "pool-size/16 makes each pool refresh one block: a quarter of its kernel launches, other series"),
     arg("--val-every", type=int, default=250, help="steps between validations (default: 250)"),
     arg("--checkpoint-every", type=int, default=250, help="steps between resume checkpoints (default: 250)"),
     arg("--max-minutes", type=float, default=None,
@@ -121,6 +124,7 @@ def train_command(args: argparse.Namespace) -> int:
 
     from tsfm.checkpoint import CheckpointError
     from tsfm.pipelines.data.corpus import CorpusError, load_corpus
+    from tsfm.pipelines.data.priors import BLOCK as PRIOR_BLOCK
     from tsfm.pipelines.data.upsample import UpsampleError, add_upsampled, check_texture, parse_upsampling
     from tsfm.pipelines.step_profile import StepProfiler, parse_profile_steps
 
@@ -155,7 +159,8 @@ def train_command(args: argparse.Namespace) -> int:
             steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
             synthetic_share=share, mixup_prob=args.mixup_prob, full_context_prob=args.full_context_prob,
-            pool_size=args.pool_size, prior_mix=_prior_mix(args.prior_mix), seed=args.seed,
+            pool_size=args.pool_size, prior_mix=_prior_mix(args.prior_mix),
+            prior_block=PRIOR_BLOCK if args.prior_block is None else args.prior_block, seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
             max_minutes=args.max_minutes, compile=gpu if args.compile is None else args.compile, devices=args.devices,
             grown_lr_scale=args.grown_lr_scale, teacher=args.teacher,

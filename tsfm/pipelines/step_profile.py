@@ -14,10 +14,17 @@ compile's warm-up, and writes ``profile.md``:
 
 ``tsfm train --profile-steps FIRST:COUNT`` attaches it; it changes nothing the run computes (not a run setting, so a
 resumed run may add it).
+
+Two things the forty-fifth session's first profile taught. The GPU's timeline also holds each ``record_function``
+range the host opened (``Optimizer.step#AdamW.step`` spans the whole step), which is no kernel: counted as one, the
+GPU looked busy 100% of the time; only kernels count now. And PyTorch's profiler leaves CUPTI attached when it stops
+unless ``TEARDOWN_CUPTI=1`` (pytorch/pytorch#144455), which slowed every later step of that call by 14% (12.0 steps/s
+before the profile, 10.3 after, 11.9-12.3 in the next calls); the profiler here sets it, unless the caller did.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -63,6 +70,7 @@ class StepProfiler(L.Callback):
         activities = [ProfilerActivity.CPU]
         if module.device.type == "cuda":
             activities.append(ProfilerActivity.CUDA)
+            os.environ.setdefault("TEARDOWN_CUPTI", "1")  # detach CUPTI when the profile ends (module docstring)
             torch.cuda.synchronize(module.device)
         self._profiler = profile(activities=activities)
         self._profiler.__enter__()
@@ -93,7 +101,7 @@ class StepProfiler(L.Callback):
 def summarise(profiler: profile, wall_seconds: float, steps: int, first_step: int, top: int = 15) -> str:
     """The markdown summary of one profile (see the module docstring)."""
     events = list(profiler.events())
-    kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+    kernels = gpu_kernels(events)
     busy_us = _union_us([(e.time_range.start, e.time_range.end) for e in kernels])
     wall_ms = wall_seconds * 1e3 / steps
     syncs = [e for e in events if e.device_type == DeviceType.CPU and e.name in SYNC_CALLS]
@@ -131,6 +139,12 @@ def summarise(profiler: profile, wall_seconds: float, steps: int, first_step: in
         lines += [f"| `{name[:100]}` | {us / 1e3 / steps:.3f} |" for name, us in totals.most_common(top)]
         lines.append("")
     return "\n".join(lines)
+
+
+def gpu_kernels(events: list[Any]) -> list[Any]:
+    """The events that are GPU work: not the ranges ``record_function`` marks on the GPU's timeline (user
+    annotations such as ``Optimizer.step#AdamW.step``, which span whole steps and launch nothing)."""
+    return [e for e in events if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
 
 
 def _union_us(intervals: list[tuple[float, float]]) -> float:

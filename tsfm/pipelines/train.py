@@ -41,6 +41,7 @@ from tsfm.config import ModelConfig
 from tsfm.model import Forecaster
 from tsfm.pipelines.data.batches import SHARE_FIELDS, Batch, BatchConfig, BatchSampler, PriorFn, fixed_batches
 from tsfm.pipelines.data.corpus import Corpus
+from tsfm.pipelines.data.priors import BLOCK as PRIOR_BLOCK
 from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX, check_mix, sample_priors
 
 __all__ = ["PretrainModule", "TrainConfig", "TrainingError", "batch_config", "is_main_process", "read_metrics",
@@ -71,6 +72,10 @@ class TrainConfig:
         pool_size: synthetic series kept on the device (refreshed chunk by chunk while training).
         prior_mix: synthetic families (``tsfm.pipelines.data.priors.PRIORS``) and their shares, normalised;
             ``None`` is ``DEFAULT_PRIOR_MIX``.
+        prior_block: series the synthetic prior makes per block (:func:`tsfm.pipelines.data.priors.sample_priors`):
+            each block launches the same ~1,600 kernels whatever its size, so a block as large as a pool refresh
+            (``pool_size / 16``) launches a quarter of the kernels of the default 256 per refresh, at the cost of
+            memory; other series from the same seed. The default keeps the stream every earlier run trained on.
         grad_clip: gradient-norm clip.
         seed: everything random derives from it.
         precision: Lightning precision ("32-true", "bf16-mixed", ...).
@@ -114,6 +119,7 @@ class TrainConfig:
     missing_prob: float = 0.05
     pool_size: int = 4096
     prior_mix: dict[str, float] | None = None
+    prior_block: int = PRIOR_BLOCK
     grad_clip: float = 1.0
     seed: int = 0
     precision: str = "32-true"
@@ -132,7 +138,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         problems = []
         for name in ("steps", "batch_size", "context_length", "val_every", "val_batches", "checkpoint_every",
-                     "log_every", "devices"):
+                     "log_every", "devices", "prior_block"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 problems.append(f"{name} must be a positive integer, got {value!r}")
@@ -490,7 +496,8 @@ def train(
         raise TrainingError(f"context_length ({train_config.context_length}) exceeds the model's "
                             f"({model_config.context_length})")
     if prior is None and train_config.synthetic_share > 0:
-        prior = functools.partial(sample_priors, mix=train_config.prior_mix or DEFAULT_PRIOR_MIX)
+        prior = functools.partial(sample_priors, mix=train_config.prior_mix or DEFAULT_PRIOR_MIX,
+                                  block=train_config.prior_block)
     if (real is None or not len(real)) and (prior is None or train_config.synthetic_share == 0):
         raise TrainingError("nothing to train on: give real series or a synthetic share > 0")
     batch_config(model_config, train_config)  # bad sampler settings fail here, before any compute
