@@ -92,6 +92,26 @@ def test_the_exported_weights_are_the_best_validated_ones(tmp_path):
     assert f"'best_step': {training['best_step']}," in summary and "windows/s" in summary
 
 
+def test_the_run_summary_gives_the_steady_rate_from_a_step_on(tmp_path):
+    """``summarise_run.py --steady-from STEP``: steps per second past the compile, from the run's logged seconds (what
+    ``rate_ab.sh`` compares); a step past the run's end says so instead of a number."""
+    run = tmp_path / "run"
+    train(tiny_model(), tiny_run(steps=6, log_every=1, synthetic_share=1.0), run, prior=walk_prior, progress=False)
+    logged = read_metrics(run).dropna(subset=["train_seconds"])
+    logged = logged[logged["step"] >= 2]
+
+    def summary(first: int) -> str:
+        command = [sys.executable, "scripts/device/summarise_run.py", str(run), "--steady-from", str(first)]
+        return subprocess.run(command, capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parents[1]).stdout.splitlines()[-1]
+
+    first, last, rate = re.search(r"from step (\d+) to (\d+): ([0-9.]+)", summary(2)).groups()
+    assert (int(first), int(last)) == (logged["step"].min(), logged["step"].max())
+    expected = (int(last) - int(first)) / (logged["train_seconds"].max() - logged["train_seconds"].min())
+    assert float(rate) == pytest.approx(expected, rel=0.01, abs=0.01)
+    assert "n/a" in summary(100)
+
+
 class _StopAt(L.Callback):
     def __init__(self, step: int) -> None:
         self.step = step

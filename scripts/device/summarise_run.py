@@ -2,14 +2,17 @@
 
 The device scripts (``pretrain.sh``, ``pretrain_many.sh``) call this after training, so a call's short output tail
 names the steps done, the windows seen, the best validation loss and the step its exported weights come from, and
-the throughput, the same way for every run.
+the throughput, the same way for every run. ``--steady-from STEP`` adds the steps per second from that step on, read
+from the run's logged seconds: the rate without the compile and the first steps, which is what an A/B of a training
+setting compares (``rate_ab.sh``).
 
-    python3 scripts/device/summarise_run.py runs/NAME [runs/OTHER ...]
+    python3 scripts/device/summarise_run.py runs/NAME [runs/OTHER ...] [--steady-from 300]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from pathlib import Path
 
@@ -28,11 +31,32 @@ def summarise(run_dir: Path) -> str:
     return f"{run_dir.name} {fields} {rate}"
 
 
+def steady_rate(run_dir: Path, first_step: int) -> str:
+    """Steps per second between the first logged step at or after ``first_step`` and the last one (every call's
+    metrics file of the run), from the ``train_seconds`` the run logs."""
+    points = {}
+    for path in sorted(run_dir.glob("logs/version_*/metrics.csv")):
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("train_seconds") and row.get("step"):
+                    points[int(row["step"])] = float(row["train_seconds"])
+    steps = sorted(step for step in points if step >= first_step)
+    if len(steps) < 2 or points[steps[-1]] <= points[steps[0]]:
+        return f"steady steps/s from step {first_step}: n/a (fewer than two logged steps)"
+    rate = (steps[-1] - steps[0]) / (points[steps[-1]] - points[steps[0]])
+    return f"steady steps/s from step {steps[0]} to {steps[-1]}: {rate:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run folders written by `tsfm train --out`")
-    for run_dir in parser.parse_args().runs:
+    parser.add_argument("--steady-from", type=int, default=None, metavar="STEP",
+                        help="also print the steps per second from this step on (after the compile)")
+    args = parser.parse_args()
+    for run_dir in args.runs:
         print(summarise(run_dir))
+        if args.steady_from is not None:
+            print(f"{run_dir.name} {steady_rate(run_dir, args.steady_from)}")
 
 
 if __name__ == "__main__":
