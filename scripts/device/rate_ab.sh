@@ -6,7 +6,9 @@
 #
 #   MINUTES=2 bash scripts/device/rate_ab.sh scripts/device/runs/prior-block-ab.txt -- ARGS
 #
-# RUNS_FILE: one run per line, "NAME extra tsfm-train arguments" (arguments after -- are shared by every run).
+# RUNS_FILE: one run per line, "NAME extra tsfm-train arguments" (arguments after -- are shared by every run). Each
+# run is a fresh one (its folder is removed first) whose schedule never ends (--steps 1000000): MINUTES stops it, and
+# the rate does not depend on the learning rate.
 set -uo pipefail
 source scripts/device/setup.sh
 MINUTES=${MINUTES:?set MINUTES}; SKIP=${SKIP:-300}
