@@ -729,14 +729,14 @@ def test_the_prior_block_of_a_run_makes_its_synthetic_stream_and_is_kept_in_its_
     (a pool of 32 refreshes 2 series at a time: blocks of 1 split them, the default's 256 does not)."""
     tiny = ["--steps", "3", "--batch-size", "4", "--context-length", "64", "--pool-size", "32", "--preset", "1M",
             "--backbone", "transformer", "--accelerator", "cpu", "--val-every", "100", "--checkpoint-every", "100"]
-    for name, block in (("default", []), ("one-block", ["--prior-block", "1"]), ("again", ["--prior-block", "1"])):
+    for name, block in (("default", []), ("blocks-of-1", ["--prior-block", "1"]), ("again", ["--prior-block", "1"])):
         assert main(["train", "--out", str(tmp_path / name), *tiny, *block]) == 0
     capsys.readouterr()
-    weights = {name: load_model(tmp_path / name / "model").state_dict() for name in ("default", "one-block", "again")}
-    config = json.loads((tmp_path / "one-block" / "model" / "config.json").read_text())["training"]["train_config"]
+    weights = {name: load_model(tmp_path / name / "model").state_dict() for name in ("default", "blocks-of-1", "again")}
+    config = json.loads((tmp_path / "blocks-of-1" / "model" / "config.json").read_text())["training"]["train_config"]
     assert config["prior_block"] == 1
-    assert all(torch.equal(weights["one-block"][k], v) for k, v in weights["again"].items())
-    assert not all(torch.equal(weights["one-block"][k], v) for k, v in weights["default"].items())
+    assert all(torch.equal(weights["blocks-of-1"][k], v) for k, v in weights["again"].items())
+    assert not all(torch.equal(weights["blocks-of-1"][k], v) for k, v in weights["default"].items())
 
 
 def test_cli_train_refuses_an_empty_corpus_folder(tmp_path, capsys):
