@@ -47,6 +47,7 @@ from tsfm.serving import parsing, streams
 from tsfm.serving.auth import ApiKeyMiddleware, api_key_dependency
 from tsfm.serving.batching import BatcherClosed, MicroBatcher, QueueFull
 from tsfm.serving.docs import add_offline_docs
+from tsfm.serving.helper_process import exit_with_parent
 from tsfm.serving.limits import BodyLimitMiddleware
 from tsfm.serving.metrics import Metrics, MetricsMiddleware
 from tsfm.serving.registry import ModelSource, ServedModel
@@ -378,9 +379,11 @@ async def _off_loop(service: Service, large: bool, function: Any, *args: Any) ->
 
 def _helper(service: Service) -> Executor:
     """The helper process for large bodies, started on first use (``spawn``: a fork would copy the model and
-    torch's threads; the helper imports only pydantic, pandas and the schemas)."""
+    torch's threads; the helper imports only pydantic, pandas and the schemas), which exits when the server does
+    (:mod:`tsfm.serving.helper_process`)."""
     if service.helper is None:
-        service.helper = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        service.helper = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=exit_with_parent)
     return service.helper
 
 
