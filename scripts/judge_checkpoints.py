@@ -77,14 +77,19 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def score_key(checkpoint: str, context: bytes) -> str:
-    """The cache key of one checkpoint's scores: its files (config and weights, by content, not by path) and
-    ``context`` (what else made the scores)."""
+def model_digest(checkpoint: str) -> bytes:
+    """A checkpoint's files (config and weights) by content, not by path: read once per judge."""
     folder = resolve_model_path(checkpoint)
-    digest = hashlib.sha256(context)
+    digest = hashlib.sha256()
     for path in [folder / CONFIG_FILE, *weight_files(folder)]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:32]
+    return digest.digest()
+
+
+def score_key(model: bytes, context: bytes) -> str:
+    """The cache key of one checkpoint's scores on one span: its files' digest and ``context`` (what else made the
+    scores)."""
+    return hashlib.sha256(context + model).hexdigest()[:32]
 
 
 def restore_scores(cached: Path, out: Path, name: str) -> None:
@@ -100,6 +105,7 @@ def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list
     scores are cached for the same context is not scored again (nor twice in one run: two copies of one model)."""
     frames = []
     code = source_digest() if args.cache else ""
+    files = {name: model_digest(path) for name, path in models.items()} if args.cache else {}
     for spans in spans_back:
         out = out_root / f"spans_back_{spans}"
         common = ["--benchmark", str(args.benchmark), "--out", str(out), "--spans-back", str(spans),
@@ -111,7 +117,7 @@ def score_spans(models: dict[str, str], args: argparse.Namespace, settings: list
         context = json.dumps([code, settings, args.device, list(configs)]).encode() + normaliser.read_bytes()
         keys, to_score = {}, list(models)
         if args.cache:
-            keys = {name: score_key(path, context) for name, path in models.items()}
+            keys = {name: score_key(files[name], context) for name in models}
             first: dict[str, str] = {}
             for name, key in keys.items():
                 first.setdefault(key, name)

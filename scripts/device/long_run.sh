@@ -64,8 +64,7 @@ nvidia-smi dmon -s u -d 5 > gpu_use.log 2>/dev/null &
 dmon=$!
 WEIGHTS=${WEIGHTS:-0} EVAL=0 bash scripts/device/pretrain_many.sh "$RUNS_FILE" -- "$@"
 kill "$dmon" 2>/dev/null
-awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {n++; s += $2; if ($2 < 80) low++}
-     END {if (n) printf "GPU SM use: mean %.0f%% over %d samples of 5 s, %d below 80%%\n", s / n, n, low}' gpu_use.log
+awk -f scripts/device/gpu_use.awk gpu_use.log
 if [ -f "$run/profile.md" ]; then  # tsfm train --profile-steps wrote one this call; a later call must not resend it
     mv "$run/profile.md" "$OUT/" && sed -n '1,12p' "$OUT/profile.md"
 fi

@@ -27,7 +27,6 @@ while read -r name extra; do
     [ -n "$dmon" ] && kill "$dmon" 2>/dev/null
     [ "$status" = 0 ] || { echo "$name: tsfm train failed ($status)"; tail -5 "runs_$name.log"; continue; }
     python3 scripts/device/summarise_run.py "runs/$name" --steady-from "$SKIP" | tail -1
-    awk -v name="$name" '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {n++; s += $2}
-        END {if (n) printf "%s GPU SM use: mean %.0f%% over %d samples of 5 s\n", name, s / n, n}' "$use"
+    awk -v name="$name" -f scripts/device/gpu_use.awk "$use"
     rm -f "$use"
 done < "$RUNS_FILE"

@@ -12,7 +12,6 @@ setting compares (``rate_ab.sh``).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
@@ -34,17 +33,17 @@ def summarise(run_dir: Path) -> str:
 def steady_rate(run_dir: Path, first_step: int) -> str:
     """Steps per second between the first logged step at or after ``first_step`` and the last one (every call's
     metrics file of the run), from the ``train_seconds`` the run logs."""
-    points = {}
-    for path in sorted(run_dir.glob("logs/version_*/metrics.csv")):
-        with path.open(newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("train_seconds") and row.get("step"):
-                    points[int(row["step"])] = float(row["train_seconds"])
-    steps = sorted(step for step in points if step >= first_step)
-    if len(steps) < 2 or points[steps[-1]] <= points[steps[0]]:
+    from tsfm.pipelines.train import read_metrics  # here: the one-line summary alone stays free of torch's import
+
+    metrics = read_metrics(run_dir)  # one row per step, in step order
+    if "train_seconds" not in metrics:
+        return f"steady steps/s from step {first_step}: n/a (no logged seconds)"
+    logged = metrics[metrics["step"] >= first_step].dropna(subset=["train_seconds"])
+    if len(logged) < 2 or logged["train_seconds"].iloc[-1] <= logged["train_seconds"].iloc[0]:
         return f"steady steps/s from step {first_step}: n/a (fewer than two logged steps)"
-    rate = (steps[-1] - steps[0]) / (points[steps[-1]] - points[steps[0]])
-    return f"steady steps/s from step {steps[0]} to {steps[-1]}: {rate:.2f}"
+    first, last = logged.iloc[0], logged.iloc[-1]
+    rate = (last["step"] - first["step"]) / (last["train_seconds"] - first["train_seconds"])
+    return f"steady steps/s from step {int(first['step'])} to {int(last['step'])}: {rate:.2f}"
 
 
 def main() -> None:
