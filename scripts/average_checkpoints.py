@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from tsfm.checkpoint import load_model, read_checkpoint_config, resolve_model_path, save_model
+from tsfm.checkpoint import MAX_SHARD_BYTES, load_model, read_checkpoint_config, resolve_model_path, save_model
 from tsfm.model import Forecaster
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                for c, w in zip(args.checkpoints, weights, strict=True)]
     command = shlex.join(["python", "scripts/average_checkpoints.py", *(sys.argv[1:] if argv is None else argv)])
     save_model(soup, args.out, training={"command": command, "averaged_from": members, "stored_dtype": args.dtype},
-               dtype=DTYPES[args.dtype])
+               dtype=DTYPES[args.dtype], max_shard_bytes=MAX_SHARD_BYTES)  # files a device call can bring back
     print(f"wrote {args.out}: the weighted mean of {len(members)} checkpoints ({', '.join(map(str, weights))})")
     return 0
 

@@ -18,6 +18,7 @@ from tsfm.model import Forecaster
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 try:
+    import average_checkpoints
     from average_checkpoints import average_models
 finally:
     sys.path.remove(str(ROOT / "scripts"))
@@ -73,3 +74,18 @@ def test_script_writes_a_checkpoint_with_its_members_named(tmp_path):
     refused = subprocess.run([*command[:2], str(tmp_path / "m0"), "--out", str(tmp_path / "x")], env=env,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "at least two checkpoints" in refused.stderr
+
+
+def test_script_shards_a_large_average_as_an_exported_run_is(tmp_path, monkeypatch):
+    """A 20M average in one 38.5 MiB file could not come back from a device call (files of at most 16 MiB): the
+    script writes shards of at most ``MAX_SHARD_BYTES`` (shrunk here so a tiny model needs several), and the shards
+    load as the one model."""
+    for seed in (0, 1):
+        save_model(tiny(seed), tmp_path / f"m{seed}")
+    monkeypatch.setattr(average_checkpoints, "MAX_SHARD_BYTES", 20_000)
+    assert average_checkpoints.main([str(tmp_path / "m0"), str(tmp_path / "m1"), "--out", str(tmp_path / "soup")]) == 0
+    shards = sorted((tmp_path / "soup").glob("*.safetensors"))
+    assert len(shards) > 1 and all(shard.stat().st_size < 20_000 + 4_096 for shard in shards)
+    expected = average_models([load_model(tmp_path / "m0"), load_model(tmp_path / "m1")], [1.0, 1.0]).state_dict()
+    soup = load_model(tmp_path / "soup").state_dict()
+    assert all(torch.equal(soup[k], v) for k, v in expected.items())

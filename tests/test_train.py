@@ -302,7 +302,7 @@ def test_full_context_prob_reaches_the_sampler_but_not_the_validation_windows():
 
 def test_the_prior_mix_reaches_the_synthetic_pool_and_the_provenance(tmp_path, monkeypatch, capsys):
     from tsfm.pipelines import train as train_module
-    from tsfm.pipelines.data.priors import BLOCK, DEFAULT_PRIOR_MIX
+    from tsfm.pipelines.data.priors import DEFAULT_PRIOR_MIX
 
     mixes, blocks = [], []
 
@@ -315,7 +315,7 @@ def test_the_prior_mix_reaches_the_synthetic_pool_and_the_provenance(tmp_path, m
     run = tiny_run(steps=2, synthetic_share=1.0, prior_mix={"random_walk": 3.0, "short": 1.0})
     path = train(tiny_model(), run, tmp_path / "run", progress=False)
     assert mixes and all(mix == {"random_walk": 3.0, "short": 1.0} for mix in mixes)
-    assert set(blocks) == {BLOCK}  # the block every earlier run made its series in
+    assert set(blocks) == {1024}  # a new run's default block: a whole pool refresh in one
     saved = json.loads((path / "config.json").read_text())["training"]["train_config"]
     assert saved["prior_mix"] == {"random_walk": 3.0, "short": 1.0}
     mixes.clear()
@@ -346,6 +346,23 @@ def test_a_run_saved_before_a_setting_existed_resumes_with_its_default(tmp_path)
     train(dataclasses.replace(tiny_model(), decoding="autoregressive"), tiny_run(steps=4), out, **common)
     with pytest.raises(TrainingError, match="full_context_prob"):
         train(tiny_model(), tiny_run(steps=4, full_context_prob=0.9), out, **common)
+
+
+def test_a_run_saved_before_the_prior_block_existed_resumes_only_on_its_blocks_of_256(tmp_path):
+    """New runs draw the prior in blocks of 1,024; a run saved before the setting existed drew blocks of 256, so it
+    resumes on 256 (its stream) and the new default is refused, naming the setting."""
+    assert TrainConfig().prior_block == 1024
+    common = dict(real=corpus(12, 0), prior=walk_prior, progress=False)
+    out = tmp_path / "run"
+    train(tiny_model(), tiny_run(steps=4, max_minutes=None, prior_block=256), out, callbacks=[_StopAt(2)], **common)
+    last = out / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+    del checkpoint["tsfm"]["train_config"]["prior_block"]
+    torch.save(checkpoint, last)
+    with pytest.raises(TrainingError, match="prior_block"):
+        train(tiny_model(), tiny_run(steps=4), out, **common)
+    train(tiny_model(), tiny_run(steps=4, prior_block=256), out, **common)
+    assert read_metrics(out)["step"].max() == 3
 
 
 def test_init_from_another_model_is_refused_before_compute(tmp_path):
@@ -726,7 +743,7 @@ def test_cli_train_refuses_bad_requests(tmp_path, capsys, argv, message):
 
 def test_the_prior_block_of_a_run_makes_its_synthetic_stream_and_is_kept_in_its_provenance(tmp_path, capsys):
     """``--prior-block``: another block size draws other synthetic series (so other weights), the same one the same
-    (a pool of 32 refreshes 2 series at a time: blocks of 1 split them, the default's 256 does not)."""
+    (a pool of 32 refreshes 2 series at a time: blocks of 1 split them, the default's 1,024 does not)."""
     tiny = ["--steps", "3", "--batch-size", "4", "--context-length", "64", "--pool-size", "32", "--preset", "1M",
             "--backbone", "transformer", "--accelerator", "cpu", "--val-every", "100", "--checkpoint-every", "100"]
     for name, block in (("default", []), ("blocks-of-1", ["--prior-block", "1"]), ("again", ["--prior-block", "1"])):

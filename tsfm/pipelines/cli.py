@@ -86,8 +86,9 @@ if TYPE_CHECKING:
              "drops one; shares are normalised; families: tsfm.pipelines.data.priors.PRIORS)"),
     arg("--pool-size", type=int, default=4096, help="synthetic series kept on the device (default: 4096)"),
     arg("--prior-block", type=int, default=None,
-        help="synthetic series made per block (default: 256, the stream every earlier run trained on); on a GPU, "
-             "pool-size/16 makes each pool refresh one block: a quarter of its kernel launches, other series"),
+        help="synthetic series made per block (default: 1024, a whole pool refresh of up to 1,024 series in one "
+             "block: on a GPU a quarter of the kernel launches of 256, which runs before the forty-fifth session "
+             "drew and resume on; another block draws other series)"),
     arg("--val-every", type=int, default=250, help="steps between validations (default: 250)"),
     arg("--checkpoint-every", type=int, default=250, help="steps between resume checkpoints (default: 250)"),
     arg("--max-minutes", type=float, default=None,
@@ -117,14 +118,13 @@ if TYPE_CHECKING:
 def train_command(args: argparse.Namespace) -> int:
     """Training lives in ``pipelines`` (it needs the ``train`` extra); the CLI only parses and hands over."""
     try:
-        from tsfm.pipelines.train import TrainConfig, TrainingError, is_main_process, train
+        from tsfm.pipelines.train import TRAIN_PRIOR_BLOCK, TrainConfig, TrainingError, is_main_process, train
     except ImportError as err:
         raise CommandError(f"training needs the train extra (pip install 'tsfm[train]'): {err}") from None
     import torch
 
     from tsfm.checkpoint import CheckpointError
     from tsfm.pipelines.data.corpus import CorpusError, load_corpus
-    from tsfm.pipelines.data.priors import BLOCK as PRIOR_BLOCK
     from tsfm.pipelines.data.upsample import UpsampleError, add_upsampled, check_texture, parse_upsampling
     from tsfm.pipelines.step_profile import StepProfiler, parse_profile_steps
 
@@ -160,7 +160,7 @@ def train_command(args: argparse.Namespace) -> int:
             warmup_steps=args.warmup_steps, context_length=args.context_length, mask_ratio=args.mask_ratio,
             synthetic_share=share, mixup_prob=args.mixup_prob, full_context_prob=args.full_context_prob,
             pool_size=args.pool_size, prior_mix=_prior_mix(args.prior_mix),
-            prior_block=PRIOR_BLOCK if args.prior_block is None else args.prior_block, seed=args.seed,
+            prior_block=TRAIN_PRIOR_BLOCK if args.prior_block is None else args.prior_block, seed=args.seed,
             precision=precision, val_every=args.val_every, checkpoint_every=args.checkpoint_every,
             max_minutes=args.max_minutes, compile=gpu if args.compile is None else args.compile, devices=args.devices,
             grown_lr_scale=args.grown_lr_scale, teacher=args.teacher,
