@@ -6,7 +6,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile -c 
 STAMP := $(VENV)/.tsfm-installed
 
 .PHONY: setup browser forecast forecast-etth1 test lint bench-cpu capped-corpus train-default train-recurrent train-default-cpu \
-	train-small
+	train-small restore-retired
 
 $(STAMP): pyproject.toml requirements/constraints.txt requirements/no-deps.txt
 	python3 -m venv $(VENV)
@@ -107,8 +107,8 @@ train-recurrent: capped-corpus
 	$(VENV)/bin/python scripts/ship_default.py runs/cont10r/model tsfm/models/recurrent --decoding masked \
 		--no-flip-equivariant
 
-# The shipped small model (CPU only, about an hour on 2 threads): the earlier 1M CPU run of train-default-cpu's
-# recipe, as shipped until the fifteenth session (taken from git), continued for 12,000 steps (fifteenth session), then
+# The retired `small` model (runs/small/model; CPU only, about an hour on 2 threads): the earlier 1M CPU run of
+# train-default-cpu's recipe, as shipped until the fifteenth session (taken from git), continued for 12,000 steps (fifteenth session), then
 # for 20,000 more at a lower peak rate (sixteenth session; both recorded as --init-from small). --max-minutes is what
 # the runs had on the 2-core development machine (they finished every step); raise it on a slower one.
 train-small: $(STAMP)
@@ -128,7 +128,16 @@ train-small: $(STAMP)
 	OMP_NUM_THREADS=1 $(VENV)/bin/tsfm train --init-from runs/small4/model --steps 3000 --batch-size 64 \
 		--learning-rate 2e-4 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
 		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 5 --max-minutes 14 --out runs/small-ctl
-	cp runs/small-ctl/model/config.json runs/small-ctl/model/model.safetensors tsfm/models/small/
+	mkdir -p runs/small/model
+	cp runs/small-ctl/model/config.json runs/small-ctl/model/model.safetensors runs/small/model/
+
+# The `small` model, shipped until the forty-fifth session, from git history: runs/retired/small, loaded by folder
+# (`make train-small` retrains it on a CPU).
+RETIRED_COMMIT = 217334c
+restore-retired:
+	rm -rf runs/retired && mkdir -p runs/retired
+	git archive $(RETIRED_COMMIT) tsfm/models/small | tar x -C runs/retired --strip-components=2
+	@echo "restored: runs/retired/small (tsfm.load_model('runs/retired/small'))"
 
 train-default-cpu: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain

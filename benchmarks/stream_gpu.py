@@ -7,14 +7,15 @@ For each model and batch size this opens a state by reading a random 2,048-step 
 ``embed`` + ``Forecaster.continue_state`` on one token under ``no_grad``; (b) the update captured in a CUDA graph
 and replayed (:class:`tsfm.graphed_step.GraphedPatchStep`, input copy and output clone included). It also checks
 that both give the same hidden output after the same updates from the same state, and exits 1 when they differ by
-more than ``--rtol`` (relative to the output's largest magnitude). Models: ``default`` and ``small`` (shipped
-checkpoints), a checkpoint folder, or a backbone spec (a 10M preset with random weights; speed does not depend on
-the weights). The Transformer is skipped: its KV-cache state grows every patch and cannot be graphed in place.
+more than ``--rtol`` (relative to the output's largest magnitude). Models: ``recurrent`` (the shipped sLSTM model),
+a checkpoint folder of a recurrent backbone, or a backbone spec (a 10M preset with random weights; speed does not
+depend on the weights). A Transformer (the shipped ``default``) is refused: its KV-cache state grows every patch and
+cannot be graphed in place.
 Prints a markdown table; ``--out`` writes the raw rows and the machine as JSON.
 
-    python -m benchmarks.stream_gpu [--models default,xlstm[3:1],mamba2,gdn] [--batch-sizes 1,256,1024]
+    python -m benchmarks.stream_gpu [--models recurrent,xlstm[3:1],mamba2,gdn] [--batch-sizes 1,256,1024]
         [--updates 200] [--warmup 20] [--dtype fp32|bf16] [--out FILE]
-    python -m benchmarks.stream_gpu --device cpu --models small --batch-sizes 2 --updates 3 --warmup 1  # eager only
+    python -m benchmarks.stream_gpu --device cpu --models recurrent --batch-sizes 2 --updates 3 --warmup 1  # eager
 
 Without CUDA it exits with code 2 unless ``--device cpu`` is given (then only the eager path is timed).
 """
@@ -36,21 +37,20 @@ from torch.utils import _pytree as pytree
 from tqdm import tqdm
 
 CONTEXT_STEPS = 2048
-DEFAULT_MODELS = ("default", "xlstm[3:1]", "mamba2", "gdn")
-BUILTIN = ("default", "small")
+DEFAULT_MODELS = ("recurrent", "xlstm[3:1]", "mamba2", "gdn")
 #: Updates compared between eager and graph (from the same opened state, the same patches).
 CHECK_UPDATES = 8
 RTOL = {"fp32": 1e-3, "bf16": 5e-2}
 
 
 def build_model(name: str, device: torch.device) -> Any:
-    """``default``/``small``/a checkpoint folder -> the trained model; anything else -> a 10M preset of that backbone
+    """A built-in name or a checkpoint folder -> the trained model; anything else -> a 10M preset of that backbone
     spec with random weights (seeded)."""
-    from tsfm.checkpoint import load_model
+    from tsfm.checkpoint import BUILTIN_MODELS, load_model
     from tsfm.model import Forecaster
     from tsfm.presets import preset_config
 
-    if name in BUILTIN or os.path.isdir(name):
+    if name in BUILTIN_MODELS or os.path.isdir(name):
         model = load_model(name)
     else:
         torch.manual_seed(0)
@@ -163,7 +163,8 @@ def fmt(value: float | None, spec: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
-                        help="comma-separated: default, small, a checkpoint folder or a backbone spec (10M preset)")
+                        help="comma-separated: recurrent, checkpoint folders of recurrent backbones, or backbone "
+                             "specs (10M preset, random weights)")
     parser.add_argument("--batch-sizes", default="1,256,1024", help="comma-separated streams per update")
     parser.add_argument("--updates", type=int, default=200, help="timed per-patch updates")
     parser.add_argument("--warmup", type=int, default=20, help="untimed updates before timing")

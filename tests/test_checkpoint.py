@@ -96,7 +96,7 @@ def test_wrong_format_version(model, tmp_path):
 def test_builtin_models_load_and_forecast():
     """Every shipped model loads by name, with the decoding their cards name, and gives finite, sorted quantiles of
     the right shape."""
-    decodings = {"default": "masked", "recurrent": "masked", "small": "autoregressive"}
+    decodings = {"default": "masked", "recurrent": "masked"}
     assert set(BUILTIN_MODELS) == set(decodings)
     for name in BUILTIN_MODELS:
         model = load_model(name)
@@ -105,6 +105,18 @@ def test_builtin_models_load_and_forecast():
         forecast = model.forecast(context, 40)
         assert forecast.shape == (1, len(model.quantile_levels), 40) and torch.isfinite(forecast).all()
         assert (forecast.diff(dim=1) >= 0).all()
+
+
+def test_a_retired_builtin_name_says_where_the_model_went(tmp_path, monkeypatch):
+    """A name that once loaded a built-in (``small``) says what to do instead (its folder from git history), and a
+    folder of that name in the working directory still loads."""
+    with pytest.raises(CheckpointError, match=r"'small' .*no longer ships.*make restore-retired.*runs/retired/small"):
+        load_model("small")
+    torch.manual_seed(0)
+    save_model(Forecaster(ModelConfig(backbone="xlstm[0:1]", d_model=16, n_layers=1, n_heads=2, patch_size=8,
+                                      context_length=64)), tmp_path / "small")
+    monkeypatch.chdir(tmp_path)
+    assert load_model("small").config.backbone == "xlstm[0:1]"
 
 
 @pytest.mark.parametrize("decoding", ["masked", "autoregressive"])

@@ -368,6 +368,7 @@ def test_cli_evaluate(bench: Path, tmp_path: Path, capsys: pytest.CaptureFixture
         (["--model", "naive", "--benchmark", "{tmp}"], "not a benchmark"),
         (["--model", "naive", "--benchmark", "{bench}", "--configs", "x/H/short"], "unknown configuration"),
         (["--model", "nope", "--benchmark", "{bench}"], "unknown model"),
+        (["--model", "small", "--benchmark", "{bench}"], "no longer ships with the package"),
     ],
 )
 def test_cli_evaluate_bad_input_exits_2(

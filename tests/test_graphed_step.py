@@ -140,17 +140,28 @@ def test_cuda_graphs_are_refused_without_a_gpu_and_for_the_transformer():
         open_stream(tiny("transformer"), [np.ones(40, dtype=np.float32)], cuda_graphs=True)
 
 
+def saved_tiny(folder: Path) -> Path:
+    """A checkpoint folder of an ``xlstm[3:1]`` model with patches of 32 and context 512 (random weights)."""
+    from tsfm.checkpoint import save_model
+
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="xlstm[3:1]", d_model=32, n_layers=4, n_heads=2, chunk_size=4, patch_size=32,
+                         context_length=512)
+    return save_model(Forecaster(config).eval(), folder)
+
+
 def test_benchmark_runs_on_cpu(tmp_path):
     out = tmp_path / "rows.json"
-    cmd = [sys.executable, "-m", "benchmarks.stream_gpu", "--device", "cpu", "--models", "small", "--batch-sizes",
+    model = str(saved_tiny(tmp_path / "tiny"))
+    cmd = [sys.executable, "-m", "benchmarks.stream_gpu", "--device", "cpu", "--models", model, "--batch-sizes",
            "2", "--updates", "3", "--warmup", "1", "--out", str(out)]
     env = os.environ | {"OMP_NUM_THREADS": "1"}  # tiny matrices: more threads only contend on a busy machine
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr
-    assert "| small | xlstm[3:1] |" in done.stdout and "n/a" in done.stdout
+    assert f"| {model} | xlstm[3:1] |" in done.stdout and "n/a" in done.stdout
     report = json.loads(out.read_text())
     (row,) = report["rows"]
-    assert row["model"] == "small" and row["batch"] == 2 and row["eager_us"] > 0 and row["graph_us"] is None
+    assert row["model"] == model and row["batch"] == 2 and row["eager_us"] > 0 and row["graph_us"] is None
     assert report["machine"]["device"] == "cpu"
 
 
@@ -163,10 +174,10 @@ def test_benchmark_needs_cuda_or_device_cpu():
     assert "no CUDA device" in done.stderr and "--device cpu" in done.stderr
 
 
-def test_benchmark_model_names():
+def test_benchmark_model_names(tmp_path):
     from benchmarks.stream_gpu import build_model
 
-    assert build_model("small", torch.device("cpu")).config.context_length == 512
+    assert build_model(str(saved_tiny(tmp_path / "tiny")), torch.device("cpu")).config.context_length == 512
     model = build_model("mamba2", torch.device("cpu"))
     assert model.config.backbone == "mamba2" and not model.training
 

@@ -57,9 +57,17 @@ def test_seasonal_naive_scores_like_the_reference_and_the_mean_like_a_flat_line(
     assert "| sine | 24 | masked |" in table and table.count("\n") == 2
 
 
-def test_a_trained_model_is_scored_per_block(tmp_path: Path, capsys) -> None:
+def test_a_checkpoint_is_scored_per_block(tmp_path: Path, capsys) -> None:
+    """A checkpoint folder (random weights: the scoring is under test, not the model), read at its own context."""
+    from tsfm.checkpoint import save_model
+    from tsfm.config import ModelConfig
+    from tsfm.model import Forecaster
+
+    torch.manual_seed(0)
+    save_model(Forecaster(ModelConfig(backbone="xlstm[1:1]", d_model=32, n_layers=2, n_heads=2, chunk_size=4,
+                                      patch_size=32, context_length=512)), tmp_path / "model")
     out = tmp_path / "patterns"
-    code = main(["patterns", "--model", "small", "--out", str(out), "--periods", "24,96",
+    code = main(["patterns", "--model", str(tmp_path / "model"), "--out", str(out), "--periods", "24,96",
                  "--decodings", "masked,autoregressive", "--prediction-length", "160"])
     assert code == 0
     printed = capsys.readouterr().out
@@ -68,7 +76,7 @@ def test_a_trained_model_is_scored_per_block(tmp_path: Path, capsys) -> None:
         assert (out / name).stat().st_size > 0
     import pandas as pd
 
-    assert "context 512 steps" in (out / "patterns.md").read_text()  # the small model's own context length
+    assert "context 512 steps" in (out / "patterns.md").read_text()  # the checkpoint's own context length
     rows = pd.read_csv(out / "patterns.csv")
     assert len(rows) == len(PATTERNS) * 2 * 2 * 2  # patterns x periods x decodings x seeds
     # both decodings share the first patch (DESIGN: the median path starts from the masked pass's first patch)

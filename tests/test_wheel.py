@@ -67,12 +67,12 @@ def test_the_wheel_installs_only_the_tsfm_namespace(wheel: Path) -> None:
     dist_info = {name for name in top_level if name.endswith(".dist-info")}
     assert top_level - dist_info == {"tsfm"}, f"top-level names in {wheel.name}: {sorted(top_level)}"
     for expected in ("tsfm/kernels/ops.py", "tsfm/pipelines/cli.py", "tsfm/serving/cli.py",
-                     "tsfm/models/default/config.json", "tsfm/models/small/model.safetensors",
-                     "tsfm/serving/page/index.html"):
+                     "tsfm/models/default/config.json", "tsfm/serving/page/index.html"):
         assert expected in names
     shipped = Path("tsfm/models/default")
     for shard in sorted(path.name for path in (Path(__file__).parents[1] / shipped).glob("*.safetensors")):
         assert f"{shipped}/{shard}" in names, f"{shard} of the default model is missing from {wheel.name}"
+    assert {name.split("/")[2] for name in names if name.startswith("tsfm/models/")} == {"default", "recurrent"}
     (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     with zipfile.ZipFile(wheel) as archive:
         text = archive.read(entry_points).decode()

@@ -2,7 +2,8 @@
 
 The service's stream forecast must be exactly what ``tsfm.stream`` gives for the same data and model; streams expire
 when idle, are capped in number and memory, refuse bad input with the field named, and (with ``stream_dir``)
-survive a restart of a real ``tsfm serve`` process. The built-in ``small`` model (1M parameters) keeps it fast.
+survive a restart of a real ``tsfm serve`` process. The tiny ``xlstm[1:1]`` checkpoint of ``conftest.py`` (patches of
+32, context 512, streams that carry their state) keeps it fast.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import tsfm
 from tsfm.serving.streams import StreamStore
 from tsfm.stream import open_stream
 
-MODEL = "small"
 LEVELS = [0.1, 0.5, 0.9]
 UNKNOWN_ID = "A" * 32  # the shape of an id, but never handed out
 
@@ -59,21 +59,21 @@ def torch_threads(count: int) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def small_model() -> Any:
-    return tsfm.load_model(MODEL)
+def tiny_stream_model(tiny_model_path: Path) -> Any:
+    return tsfm.load_model(tiny_model_path)
 
 
 @pytest.fixture(scope="module")
-def client(open_client: Callable[..., Any]) -> Iterator[TestClient]:
-    with open_client(MODEL, torch_threads=1, max_points_per_series=200) as shared:
+def client(open_client: Callable[..., Any], tiny_model_path: Path) -> Iterator[TestClient]:
+    with open_client(tiny_model_path, torch_threads=1, max_points_per_series=200) as shared:
         yield shared
 
 
 @pytest.fixture
-def make_small(open_client: Callable[..., Any]) -> Iterator[Callable[..., TestClient]]:
-    """``make_small(**settings)``: a fresh app on the small model, closed after the test."""
+def make_tiny_client(open_client: Callable[..., Any], tiny_model_path: Path) -> Iterator[Callable[..., TestClient]]:
+    """``make_tiny_client(**settings)``: a fresh app on the tiny model, closed after the test."""
     with contextlib.ExitStack() as stack:
-        yield lambda **settings: stack.enter_context(open_client(MODEL, torch_threads=1, **settings))
+        yield lambda **settings: stack.enter_context(open_client(tiny_model_path, torch_threads=1, **settings))
 
 
 def open_new(client: TestClient, body: dict[str, Any] | None = None) -> str:
@@ -91,7 +91,7 @@ def loc_of(answer: httpx.Response) -> list[Any]:
 # The life of a stream
 
 
-def test_open_update_forecast_delete_equals_the_library(client: TestClient, small_model: Any) -> None:
+def test_open_update_forecast_delete_equals_the_library(client: TestClient, tiny_stream_model: Any) -> None:
     body = opening()
     opened = client.post("/v1/streams", json=body)
     assert opened.status_code == 201, opened.text
@@ -113,13 +113,13 @@ def test_open_update_forecast_delete_equals_the_library(client: TestClient, smal
                            json={"prediction_length": 5, "quantile_levels": LEVELS})
     assert forecast.status_code == 200, forecast.text
     result = forecast.json()
-    assert result["model"] == MODEL and [p["item_id"] for p in result["predictions"]] == ["north", 1]
+    assert result["model"] == "tiny" and [p["item_id"] for p in result["predictions"]] == ["north", 1]
     north, bare = result["predictions"]
     # 100 + 33 hourly values from 2024-01-01T00:00: the last at 2024-01-06T12:00, the forecast continues from it
     assert north["timestamps"] == [f"2024-01-06T{h}:00:00" for h in range(13, 18)] and "timestamps" not in bare
 
     with torch_threads(1):
-        stream = open_stream(small_model, [floats(s["target"]) for s in body["inputs"]])
+        stream = open_stream(tiny_stream_model, [floats(s["target"]) for s in body["inputs"]])
         for update in updates:
             stream.update([floats(row) for row in update])
         quantiles, median = stream.forecast(5, LEVELS)
@@ -213,8 +213,8 @@ def test_bad_requests_name_the_field(client: TestClient) -> None:
     assert client.post(update, json={"values": [[1.0], [2.0]]}).json()["steps"] == [1, 1]
 
 
-def test_streams_expire_when_idle(make_small: Callable[..., TestClient]) -> None:
-    client = make_small(stream_idle_s=100)
+def test_streams_expire_when_idle(make_tiny_client: Callable[..., TestClient]) -> None:
+    client = make_tiny_client(stream_idle_s=100)
     store: StreamStore = client.app.state.service.stream_store  # type: ignore[attr-defined]
     now = [1000.0]
     store.clock = lambda: now[0]
@@ -231,8 +231,8 @@ def test_streams_expire_when_idle(make_small: Callable[..., TestClient]) -> None
     assert 'tsfm_stream_events_total{event="expired"} 2.0' in metrics and "tsfm_streams_open 0.0" in metrics
 
 
-def test_the_periodic_sweep_removes_idle_streams(make_small: Callable[..., TestClient]) -> None:
-    client = make_small(stream_idle_s=0.2)
+def test_the_periodic_sweep_removes_idle_streams(make_tiny_client: Callable[..., TestClient]) -> None:
+    client = make_tiny_client(stream_idle_s=0.2)
     store: StreamStore = client.app.state.service.stream_store  # type: ignore[attr-defined]
     open_new(client)
     deadline = time.monotonic() + 10
@@ -241,8 +241,8 @@ def test_the_periodic_sweep_removes_idle_streams(make_small: Callable[..., TestC
     assert store.entries == {}
 
 
-def test_caps_on_streams_and_memory(make_small: Callable[..., TestClient]) -> None:
-    client = make_small(max_streams=2)
+def test_caps_on_streams_and_memory(make_tiny_client: Callable[..., TestClient]) -> None:
+    client = make_tiny_client(max_streams=2)
     first, _ = open_new(client), open_new(client)
     full = client.post("/v1/streams", json=opening())
     assert full.status_code == 429 and "max_streams" in full.json()["detail"] and full.headers["Retry-After"]
@@ -255,7 +255,7 @@ def test_caps_on_streams_and_memory(make_small: Callable[..., TestClient]) -> No
     assert per_series > 512 * 4  # the kept tail and the state tensors
     assert store.total_bytes == 4 * per_series
 
-    small = make_small(max_stream_bytes=3 * per_series)
+    small = make_tiny_client(max_stream_bytes=3 * per_series)
     too_big = small.post("/v1/streams", json=opening(n_series=4))
     assert too_big.status_code == 413 and "max_stream_bytes" in too_big.json()["detail"]
     open_new(small)  # two series
@@ -264,8 +264,8 @@ def test_caps_on_streams_and_memory(make_small: Callable[..., TestClient]) -> No
     assert small.post("/v1/streams", json=opening(n_series=1)).status_code == 201
 
 
-def test_streams_need_the_api_key(make_small: Callable[..., TestClient]) -> None:
-    client = make_small(api_key="stream-key")
+def test_streams_need_the_api_key(make_tiny_client: Callable[..., TestClient]) -> None:
+    client = make_tiny_client(api_key="stream-key")
     assert client.post("/v1/streams", json=opening()).status_code == 401
     assert client.post(f"/v1/streams/{UNKNOWN_ID}/forecast", json={"prediction_length": 1}).status_code == 401
     assert client.delete(f"/v1/streams/{UNKNOWN_ID}").status_code == 401
@@ -273,8 +273,8 @@ def test_streams_need_the_api_key(make_small: Callable[..., TestClient]) -> None
     assert client.post("/v1/streams", json=opening(), headers=auth).status_code == 201
 
 
-def test_streams_can_be_turned_off(make_small: Callable[..., TestClient]) -> None:
-    answer = make_small(max_streams=0).post("/v1/streams", json=opening())
+def test_streams_can_be_turned_off(make_tiny_client: Callable[..., TestClient]) -> None:
+    answer = make_tiny_client(max_streams=0).post("/v1/streams", json=opening())
     assert answer.status_code == 503 and "max_streams=0" in answer.json()["detail"]
 
 
@@ -282,7 +282,7 @@ def test_concurrent_updates_of_one_stream_are_serialised(live_server: Callable[.
     """Updates sent at once over real connections: each is applied whole, none is lost (its lock serialises them)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    base = live_server(model=MODEL, torch_threads=1)
+    base = live_server(torch_threads=1)
     with httpx.Client(base_url=base, timeout=30) as http:
         stream_id = http.post("/v1/streams", json={"inputs": [{"target": wave(64)}]}).json()["stream_id"]
 
@@ -328,8 +328,8 @@ def test_a_model_without_state_serves_forecasts_but_no_streams(open_client: Call
 # Snapshots
 
 
-def test_snapshots_survive_a_new_app(make_small: Callable[..., TestClient], tmp_path: Path) -> None:
-    first = make_small(stream_dir=str(tmp_path))
+def test_snapshots_survive_a_new_app(make_tiny_client: Callable[..., TestClient], tmp_path: Path) -> None:
+    first = make_tiny_client(stream_dir=str(tmp_path))
     stream_id = open_new(first)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{stream_id}.safetensors"]
     assert first.post(f"/v1/streams/{stream_id}/observations",
@@ -338,7 +338,7 @@ def test_snapshots_survive_a_new_app(make_small: Callable[..., TestClient], tmp_
 
     (tmp_path / "notes.txt").write_text("not a stream")  # foreign files are left alone
     (tmp_path / f"{'B' * 32}.safetensors").write_bytes(b"garbage")  # a corrupt snapshot is skipped, not fatal
-    second = make_small(stream_dir=str(tmp_path))
+    second = make_tiny_client(stream_dir=str(tmp_path))
     assert second.post(f"/v1/streams/{stream_id}/forecast", json={"prediction_length": 4}).json() == before
 
     assert second.delete(f"/v1/streams/{stream_id}").status_code == 204
@@ -346,9 +346,9 @@ def test_snapshots_survive_a_new_app(make_small: Callable[..., TestClient], tmp_
 
 
 def test_an_update_that_cannot_be_saved_is_not_applied(
-    make_small: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_tiny_client: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = make_small(stream_dir=str(tmp_path))
+    client = make_tiny_client(stream_dir=str(tmp_path))
     stream_id = open_new(client)
     before = client.post(f"/v1/streams/{stream_id}/forecast", json={"prediction_length": 3}).json()
     saved = (tmp_path / f"{stream_id}.safetensors").read_bytes()
@@ -365,12 +365,13 @@ def test_an_update_that_cannot_be_saved_is_not_applied(
 
 
 def test_a_restarted_server_forecasts_what_it_acknowledged(
-    serve_process: Callable[..., tuple[str, subprocess.Popen[str]]], tmp_path: Path
+    serve_process: Callable[..., tuple[str, subprocess.Popen[str]]], tmp_path: Path, tiny_model_path: Path
 ) -> None:
     """A real ``tsfm serve`` with ``--stream-dir``, killed (SIGKILL: no shutdown hook runs) after acknowledging an
     update; a new process on the same folder forecasts exactly what the first one did."""
     folder = tmp_path / "streams"
-    args = ("--model", MODEL, "--stream-dir", str(folder), "--stream-idle-s", "600", "--max-streams", "10")
+    args = ("--model", str(tiny_model_path), "--stream-dir", str(folder), "--stream-idle-s", "600",
+            "--max-streams", "10")
     env = {"TSFM_TORCH_THREADS": "1"}
     base, process = serve_process(*args, env=env)
     body = {"prediction_length": 6, "quantile_levels": LEVELS}
