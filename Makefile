@@ -51,9 +51,11 @@ bench-cpu: $(STAMP)
 # (--max-minutes 8.6-8.7 a call): resumed exactly within a session, and across the two through `tsfm pack-run` /
 # `unpack-run` at step 22,676 (bf16 weights and AdamW's second moment, the first moment dropped), so one uninterrupted
 # run here follows it closely but not exactly. On a CPU it would take days; `make train-default-cpu` is the earliest
-# 1M CPU recipe.
+# 1M CPU recipe. Every recipe here drew the synthetic prior in blocks of 256 (`--prior-block 256`), the default until
+# the forty-sixth session.
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
-	--checkpoint-every 1000 --compile --real-data data/device/pretrain
+	--checkpoint-every 1000 --compile --real-data data/device/pretrain --prior-block 256
+TRAIN_256 = $(VENV)/bin/tsfm train --prior-block 256
 capped-corpus: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
 	$(VENV)/bin/python scripts/cap_corpus.py data/pretrain data/device/pretrain --max-length 100000
@@ -108,24 +110,25 @@ train-recurrent: capped-corpus
 		--no-flip-equivariant
 
 # The retired `small` model (runs/small/model; CPU only, about an hour on 2 threads): the earlier 1M CPU run of
-# train-default-cpu's recipe, as shipped until the fifteenth session (taken from git), continued for 12,000 steps (fifteenth session), then
-# for 20,000 more at a lower peak rate (sixteenth session; both recorded as --init-from small). --max-minutes is what
-# the runs had on the 2-core development machine (they finished every step); raise it on a slower one.
+# train-default-cpu's recipe, as shipped until the fifteenth session (taken from git), continued for 12,000 steps
+# (fifteenth session), then for 20,000 more at a lower peak rate (sixteenth session; both recorded as --init-from
+# small). --max-minutes is what the runs had on the 2-core development machine (they finished every step); raise it
+# on a slower one.
 train-small: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
 	mkdir -p runs/small-prev
 	git show a100a82:tsfm/models/small/config.json > runs/small-prev/config.json
 	git show a100a82:tsfm/models/small/model.safetensors > runs/small-prev/model.safetensors
-	OMP_NUM_THREADS=2 $(VENV)/bin/tsfm train --init-from runs/small-prev --steps 12000 --batch-size 64 \
+	OMP_NUM_THREADS=2 $(TRAIN_256) --init-from runs/small-prev --steps 12000 --batch-size 64 \
 		--learning-rate 1e-3 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
 		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 1 --max-minutes 27 --out runs/small2
-	OMP_NUM_THREADS=2 $(VENV)/bin/tsfm train --init-from runs/small2/model --steps 20000 --batch-size 64 \
+	OMP_NUM_THREADS=2 $(TRAIN_256) --init-from runs/small2/model --steps 20000 --batch-size 64 \
 		--learning-rate 6e-4 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
 		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 2 --max-minutes 40 --out runs/small3
-	OMP_NUM_THREADS=2 $(VENV)/bin/tsfm train --init-from runs/small3/model --steps 20000 --batch-size 64 \
+	OMP_NUM_THREADS=2 $(TRAIN_256) --init-from runs/small3/model --steps 20000 --batch-size 64 \
 		--learning-rate 4e-4 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
 		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 3 --max-minutes 40 --out runs/small4
-	OMP_NUM_THREADS=1 $(VENV)/bin/tsfm train --init-from runs/small4/model --steps 3000 --batch-size 64 \
+	OMP_NUM_THREADS=1 $(TRAIN_256) --init-from runs/small4/model --steps 3000 --batch-size 64 \
 		--learning-rate 2e-4 --warmup-steps 100 --context-length 512 --real-data data/pretrain --pool-size 2048 \
 		--val-every 1000 --checkpoint-every 1000 --accelerator cpu --seed 5 --max-minutes 14 --out runs/small-ctl
 	mkdir -p runs/small/model
@@ -141,5 +144,5 @@ restore-retired:
 
 train-default-cpu: $(STAMP)
 	$(VENV)/bin/python -m tsfm.pipelines.data build-pretrain --out data/pretrain
-	OMP_NUM_THREADS=1 $(VENV)/bin/tsfm train --backbone 'xlstm[3:1]' --preset 1M --steps 3000 --batch-size 64 \
+	OMP_NUM_THREADS=1 $(TRAIN_256) --backbone 'xlstm[3:1]' --preset 1M --steps 3000 --batch-size 64 \
 		--learning-rate 2e-3 --context-length 512 --real-data data/pretrain --out runs/default-cpu
