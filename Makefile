@@ -43,16 +43,19 @@ lint: $(STAMP)
 bench-cpu: $(STAMP)
 	$(PY) -m benchmarks.predict_cpu
 
-# The exact training of tsfm/models/default (forty-second and forty-third sessions). It NEEDS AN NVIDIA GPU: 47
-# minutes of training on an H100 (torch.compile, bf16): one run from scratch in a single 36,000-step schedule, then
-# four short continuations of its weights (--init-from: fresh optimizer, lower peak rate, new seed), averaged with it
-# in weight space (the run weight 4, each continuation 1). The pretraining corpus is capped as on the device; there
-# scripts/device/pretrain_many.sh ran the same `tsfm train` commands, the long run over six calls in two sessions
-# (--max-minutes 8.6-8.7 a call): resumed exactly within a session, and across the two through `tsfm pack-run` /
-# `unpack-run` at step 22,676 (bf16 weights and AdamW's second moment, the first moment dropped), so one uninterrupted
-# run here follows it closely but not exactly. On a CPU it would take days; `make train-default-cpu` is the earliest
-# 1M CPU recipe. Every recipe here drew the synthetic prior in blocks of 256 (`--prior-block 256`), the default until
-# the forty-sixth session.
+# The exact training of tsfm/models/default (forty-fifth and forty-sixth sessions). It NEEDS AN NVIDIA GPU: 36
+# minutes of training (torch.compile, bf16): a 20M Transformer from scratch in one 13,000-step schedule (20.6 minutes
+# on an H200, the prior in blocks of 256, the default then), then a second 13,000-step schedule from its weights
+# (--init-from: fresh optimizer, peak 5e-4, new seed, blocks of 1,024; 14.8 minutes on an H100). The pretraining corpus
+# is capped as on the device, where scripts/device/long_run.sh ran the same `tsfm train` commands over three and two
+# calls, each resumed exactly; uninterrupted here, so the same trajectory up to the GPU's own nondeterminism. On a
+# CPU it would take days; `make train-default-cpu` is the earliest 1M CPU recipe. The default before it (a 10M
+# Transformer averaged with four continuations, forty-second and forty-third sessions): `git show
+# 217334c:Makefile`. The recipes below drew the synthetic prior in blocks of 256 (`--prior-block 256`), the default
+# until the forty-sixth session.
+TRAIN_20M = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 1000 \
+	--checkpoint-every 1000 --compile --real-data data/device/pretrain --prior-mix repeat=0.1 \
+	--upsample-real H=12,30T=6,10T=2 --steps 13000
 TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain --prior-block 256
 TRAIN_256 = $(VENV)/bin/tsfm train --prior-block 256
@@ -61,19 +64,11 @@ capped-corpus: $(STAMP)
 	$(VENV)/bin/python scripts/cap_corpus.py data/pretrain data/device/pretrain --max-length 100000
 
 train-default: capped-corpus
-	$(TRAIN_DEFAULT) --backbone transformer --horizon-embedding --prior-mix repeat=0.1 --preset 10M \
-		--horizon-patches 24 --seed 41 --upsample-real H=12,30T=6,10T=2 --steps 36000 --learning-rate 1e-3 \
-		--warmup-steps 500 --val-every 1000 --out runs/tf10-long
-	for run in "1 51 1000 250 500" "2 52 1000 250 500" "3 53 700 350 350" "4 54 700 350 350"; do \
-		set -- $$run; \
-		$(TRAIN_DEFAULT) --init-from runs/tf10-long/model --prior-mix repeat=0.1 --seed $$2 --steps $$3 \
-			--learning-rate 3e-4 --warmup-steps 100 --val-every $$4 --checkpoint-every $$5 \
-			--upsample-real H=12,30T=6,10T=2 --out runs/tf10-long-s$$1 || exit 1; \
-	done
-	$(VENV)/bin/python scripts/average_checkpoints.py runs/tf10-long/model runs/tf10-long-s1/model \
-		runs/tf10-long-s2/model runs/tf10-long-s3/model runs/tf10-long-s4/model --weights 4,1,1,1,1 \
-		--out runs/soup43-half/model --dtype bfloat16
-	$(VENV)/bin/python scripts/ship_default.py runs/soup43-half/model tsfm/models/default
+	$(TRAIN_20M) --preset 20M --backbone transformer --horizon-embedding --horizon-patches 24 --seed 62 \
+		--learning-rate 1e-3 --warmup-steps 500 --prior-block 256 --out runs/tf20-13k
+	$(TRAIN_20M) --init-from runs/tf20-13k/model --seed 63 --learning-rate 5e-4 --warmup-steps 300 \
+		--prior-block 1024 --out runs/tf20-c1
+	$(VENV)/bin/python scripts/ship_default.py runs/tf20-c1/model tsfm/models/default
 
 # The exact training of tsfm/models/recurrent, the default until the twenty-sixth session. It NEEDS AN NVIDIA GPU (73
 # minutes of training over eleven runs, eight on an H200 and three on an H100, torch.compile, bf16): a first run from
