@@ -51,12 +51,12 @@ bench-cpu: $(STAMP)
 # calls, each resumed exactly; uninterrupted here, so the same trajectory up to the GPU's own nondeterminism. On a
 # CPU it would take days; `make train-default-cpu` is the earliest 1M CPU recipe. The default before it (a 10M
 # Transformer averaged with four continuations, forty-second and forty-third sessions): `git show
-# 217334c:Makefile`. The recipes below drew the synthetic prior in blocks of 256 (`--prior-block 256`), the default
-# until the forty-sixth session.
+# 217334c:Makefile`. Runs trained before the forty-sixth session drew the synthetic prior in blocks of 256, the
+# default until then: their recipes here say `--prior-block 256` (TRAIN_RECURRENT, TRAIN_256).
 TRAIN_20M = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 1000 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain --prior-mix repeat=0.1 \
 	--upsample-real H=12,30T=6,10T=2 --steps 13000
-TRAIN_DEFAULT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
+TRAIN_RECURRENT = $(VENV)/bin/tsfm train --batch-size 1024 --synthetic-share 0.5 --pool-size 16384 --val-every 500 \
 	--checkpoint-every 1000 --compile --real-data data/device/pretrain --prior-block 256
 TRAIN_256 = $(VENV)/bin/tsfm train --prior-block 256
 capped-corpus: $(STAMP)
@@ -78,28 +78,28 @@ train-default: capped-corpus
 # default of its day (recorded as --init-from default in cont8r's provenance), which cont8r starts from; the last run
 # ships the same way.
 train-recurrent: capped-corpus
-	$(TRAIN_DEFAULT) --backbone 'xlstm[0:1]' --horizon-embedding --preset 10M --horizon-patches 24 --steps 4000 \
+	$(TRAIN_RECURRENT) --backbone 'xlstm[0:1]' --horizon-embedding --preset 10M --horizon-patches 24 --steps 4000 \
 		--max-minutes 7.4 --learning-rate 1e-3 --warmup-steps 250 --out runs/x01h-10m-4k
-	$(TRAIN_DEFAULT) --init-from runs/x01h-10m-4k/model --seed 1 --steps 3500 --max-minutes 7.4 \
+	$(TRAIN_RECURRENT) --init-from runs/x01h-10m-4k/model --seed 1 --steps 3500 --max-minutes 7.4 \
 		--learning-rate 5e-4 --warmup-steps 100 --out runs/cont1
-	$(TRAIN_DEFAULT) --init-from runs/cont1/model --seed 2 --steps 3300 --max-minutes 7.0 \
+	$(TRAIN_RECURRENT) --init-from runs/cont1/model --seed 2 --steps 3300 --max-minutes 7.0 \
 		--learning-rate 3e-4 --warmup-steps 100 --out runs/cont2
-	$(TRAIN_DEFAULT) --init-from runs/cont2/model --seed 3 --steps 2000 --max-minutes 4.2 \
+	$(TRAIN_RECURRENT) --init-from runs/cont2/model --seed 3 --steps 2000 --max-minutes 4.2 \
 		--learning-rate 2e-4 --warmup-steps 100 --out runs/cont3
-	$(TRAIN_DEFAULT) --init-from runs/cont3/model --seed 4 --steps 3500 --max-minutes 7.4 \
+	$(TRAIN_RECURRENT) --init-from runs/cont3/model --seed 4 --steps 3500 --max-minutes 7.4 \
 		--learning-rate 2e-4 --warmup-steps 100 --out runs/cont4
-	$(TRAIN_DEFAULT) --init-from runs/cont4/model --seed 5 --steps 3500 --max-minutes 7.4 \
+	$(TRAIN_RECURRENT) --init-from runs/cont4/model --seed 5 --steps 3500 --max-minutes 7.4 \
 		--learning-rate 2e-4 --warmup-steps 100 --out runs/cont5
-	$(TRAIN_DEFAULT) --init-from runs/cont5/model --seed 6 --steps 3500 --max-minutes 7.2 \
+	$(TRAIN_RECURRENT) --init-from runs/cont5/model --seed 6 --steps 3500 --max-minutes 7.2 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --out runs/cont6
-	$(TRAIN_DEFAULT) --init-from runs/cont6/model --seed 7 --steps 1800 --max-minutes 6.5 \
+	$(TRAIN_RECURRENT) --init-from runs/cont6/model --seed 7 --steps 1800 --max-minutes 6.5 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont7
 	$(VENV)/bin/python scripts/ship_default.py runs/cont7/model runs/cont7-bf16 --decoding masked
-	$(TRAIN_DEFAULT) --init-from runs/cont7-bf16 --seed 8 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
+	$(TRAIN_RECURRENT) --init-from runs/cont7-bf16 --seed 8 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont8r
-	$(TRAIN_DEFAULT) --init-from runs/cont8r/model --seed 9 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
+	$(TRAIN_RECURRENT) --init-from runs/cont8r/model --seed 9 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.4 \
 		--learning-rate 1.5e-4 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont9r
-	$(TRAIN_DEFAULT) --init-from runs/cont9r/model --seed 10 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.2 \
+	$(TRAIN_RECURRENT) --init-from runs/cont9r/model --seed 10 --prior-mix repeat=0.1 --steps 1800 --max-minutes 7.2 \
 		--learning-rate 5e-5 --warmup-steps 100 --val-every 300 --checkpoint-every 600 --out runs/cont10r
 	$(VENV)/bin/python scripts/ship_default.py runs/cont10r/model tsfm/models/recurrent --decoding masked \
 		--no-flip-equivariant

@@ -87,8 +87,8 @@ if TYPE_CHECKING:
     arg("--pool-size", type=int, default=4096, help="synthetic series kept on the device (default: 4096)"),
     arg("--prior-block", type=int, default=None,
         help="synthetic series made per block (default: 1024, a whole pool refresh of up to 1,024 series in one "
-             "block: on a GPU a quarter of the kernel launches of 256, which runs before the forty-fifth session "
-             "drew and resume on; another block draws other series)"),
+             "block: on a GPU a quarter of the kernel launches of 256, the default before the forty-sixth session, "
+             "which a run started with it resumes on; another block draws other series)"),
     arg("--val-every", type=int, default=250, help="steps between validations (default: 250)"),
     arg("--checkpoint-every", type=int, default=250, help="steps between resume checkpoints (default: 250)"),
     arg("--max-minutes", type=float, default=None,
