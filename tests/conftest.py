@@ -37,6 +37,22 @@ ALLOWED_SKIPS: dict[str, str] = {
 _skipped: list[tuple[str, str]] = []
 
 
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory):
+    """A checkpoint folder of a tiny random ``xlstm[1:1]`` model with the shipped models' patches (32) and a context
+    of 512: where a test needs a model by path and its weights do not matter (the package ships only trained ones)."""
+    import torch
+
+    from tsfm.checkpoint import save_model
+    from tsfm.config import ModelConfig
+    from tsfm.model import Forecaster
+
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="xlstm[1:1]", d_model=32, n_layers=2, n_heads=2, chunk_size=4, patch_size=32,
+                         context_length=512)
+    return save_model(Forecaster(config).eval(), tmp_path_factory.mktemp("checkpoints") / "tiny")
+
+
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 

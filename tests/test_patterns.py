@@ -57,17 +57,10 @@ def test_seasonal_naive_scores_like_the_reference_and_the_mean_like_a_flat_line(
     assert "| sine | 24 | masked |" in table and table.count("\n") == 2
 
 
-def test_a_checkpoint_is_scored_per_block(tmp_path: Path, capsys) -> None:
+def test_a_checkpoint_is_scored_per_block(tmp_path: Path, capsys, tiny_checkpoint: Path) -> None:
     """A checkpoint folder (random weights: the scoring is under test, not the model), read at its own context."""
-    from tsfm.checkpoint import save_model
-    from tsfm.config import ModelConfig
-    from tsfm.model import Forecaster
-
-    torch.manual_seed(0)
-    save_model(Forecaster(ModelConfig(backbone="xlstm[1:1]", d_model=32, n_layers=2, n_heads=2, chunk_size=4,
-                                      patch_size=32, context_length=512)), tmp_path / "model")
     out = tmp_path / "patterns"
-    code = main(["patterns", "--model", str(tmp_path / "model"), "--out", str(out), "--periods", "24,96",
+    code = main(["patterns", "--model", str(tiny_checkpoint), "--out", str(out), "--periods", "24,96",
                  "--decodings", "masked,autoregressive", "--prediction-length", "160"])
     assert code == 0
     printed = capsys.readouterr().out

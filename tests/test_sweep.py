@@ -275,21 +275,12 @@ def test_cli_sweep_hands_compile_to_every_run(tmp_path, monkeypatch, capsys):
     assert "finished 0 run(s)" in capsys.readouterr().out
 
 
-def test_scoring_with_a_metric_pool_writes_the_same_rows(benchmark, tmp_path):
+def test_scoring_with_a_metric_pool_writes_the_same_rows(benchmark, tmp_path, tiny_checkpoint):
     """Metrics computed in worker processes (the GPU machine's path) give the rows of the one-process path, in the
     configurations' order (m4_hourly's and ili's, one per worker)."""
-    import torch
-
-    from tsfm.checkpoint import save_model
-    from tsfm.config import ModelConfig
-    from tsfm.model import Forecaster
-
     build_benchmark(tmp_path, datasets=["m4_hourly", "ili"], progress=False)  # raw data checked by `benchmark`
-    torch.manual_seed(0)
-    model = save_model(Forecaster(ModelConfig(backbone="xlstm[1:1]", d_model=32, n_layers=2, n_heads=2, chunk_size=4,
-                                              patch_size=32, context_length=512)), tmp_path / "tiny")
-    alone = score_checkpoint(model, "tiny", tmp_path, NORMALISER)
-    pooled = score_checkpoint(model, "tiny", tmp_path, NORMALISER, workers=2)
+    alone = score_checkpoint(tiny_checkpoint, "tiny", tmp_path, NORMALISER)
+    pooled = score_checkpoint(tiny_checkpoint, "tiny", tmp_path, NORMALISER, workers=2)
     assert len(alone) == len(select_configs(tmp_path, None)) == 2
     assert pooled == alone
     assert all(math.isfinite(row["MASE_normalised"]) for row in alone)

@@ -47,9 +47,7 @@ def eval_model(spec: str, *, batch_size: int = 256, n_jobs: int = 1, device: str
     from tsfm.forecast import resolve_model
     from tsfm.model import num_parameters
 
-    if spec in RETIRED_MODELS and not Path(spec).is_dir():
-        raise UnknownModelError(f"unknown model {spec!r}: {RETIRED_MODELS[spec]}")
-    if spec not in BUILTIN_MODELS and not Path(spec).is_dir():
+    if spec not in (*BUILTIN_MODELS, *RETIRED_MODELS) and not Path(spec).is_dir():  # a retired name: load says why
         raise UnknownModelError(
             f"unknown model {spec!r}: use a baseline ({', '.join(BASELINES)}), a built-in model "
             f"({', '.join(BUILTIN_MODELS)}) or a tsfm checkpoint folder"
