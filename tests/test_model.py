@@ -227,6 +227,53 @@ def test_rotary_rotates_each_pair_by_its_position_angle_and_keeps_relative_posit
     assert torch.allclose(near, far) and not torch.allclose(near, (q * k).sum())
 
 
+def test_attention_after_a_shared_prefix_equals_the_prefix_copied_for_every_series() -> None:
+    """One key set shared by the batch (the fully missing tokens before a short context) gives what copying it
+    before every series' own keys and attending causally over the joined set gives; its state, when asked for,
+    is that joined set."""
+    import torch.nn.functional as F
+
+    from tsfm.backbones.transformer import CausalSelfAttention, attend_after_shared_prefix
+
+    torch.manual_seed(0)
+    batch, heads, length, shared, dim = 5, 3, 7, 11, 8
+    q, k, v = (torch.randn(batch, heads, length, dim, dtype=torch.float64) for _ in range(3))
+    prefix_k, prefix_v = (torch.randn(1, heads, shared, dim, dtype=torch.float64) for _ in range(2))
+    keys = torch.cat([prefix_k.expand(batch, -1, -1, -1), k], dim=-2)
+    values = torch.cat([prefix_v.expand(batch, -1, -1, -1), v], dim=-2)
+    sees = torch.arange(shared + length) <= torch.arange(shared, shared + length)[:, None]
+    expected = F.scaled_dot_product_attention(q, keys, values, attn_mask=sees)
+    torch.testing.assert_close(attend_after_shared_prefix(q, k, v, prefix_k, prefix_v), expected)
+
+    attention = CausalSelfAttention(tiny("transformer").config).double()
+    x = torch.randn(batch, length, 32, dtype=torch.float64)
+    cache = tuple(torch.randn(1, 2, shared, 16, dtype=torch.float64) for _ in range(2))  # 2 heads of 16
+    y, state = attention(x, cache, return_state=True)
+    copied = tuple(leaf.expand(batch, -1, -1, -1).contiguous() for leaf in cache)
+    y_copied, state_copied = attention(x, copied, return_state=True)
+    torch.testing.assert_close(y, y_copied)
+    torch.testing.assert_close(state, state_copied)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("extra", [{}, {"horizon_embedding": True, "seasonal_hint": True}, {"naive_gate": True}])
+def test_masked_decoding_in_one_pass_equals_reading_then_decoding(spec, extra):
+    """``forecast`` decodes ``"masked"`` in one backbone pass over the context's tokens and the masked future
+    tokens; the same forecast as reading the context with its state kept (``read_context``) and continuing from
+    that state (``decode_from_state``), as streams do."""
+    model = tiny(spec, **extra)
+    if model.horizon is not None:
+        torch.nn.init.normal_(model.horizon.weight, std=0.1)
+    context = torch.randn(3, 70).cumsum(-1) + 0.5 * torch.sin(torch.arange(70) * 2 * math.pi / 12)
+    context[1, :30] = float("nan")
+    with torch.no_grad():
+        one_pass = model.forecast(context, 40, "masked")
+        scale = model.fit_scale(context)
+        last, state = model.read_context(context, scale)
+        read_then_decoded = model.decode_from_state(last, state, scale, 40, "masked", hint_context=context)
+    torch.testing.assert_close(one_pass, read_then_decoded, rtol=1e-4, atol=1e-4)
+
+
 def _median_path_by_full_passes(model: Forecaster, context: torch.Tensor, horizon: int, every: int) -> torch.Tensor:
     """The definition of the autoregressive median, the slow way: append the median patch and run the whole
     pipeline again, one pass per patch; every ``every`` patches the window keeps its last ``context_length`` steps

@@ -177,12 +177,17 @@ class Forecaster(nn.Module):
         ``config.pad_short_contexts`` is off (the earlier reading, kept to score sweep runs comparably).
         """
         tokens = self._context_tokens(context, scale)
-        missing = self.config.context_length // self.config.patch_size - tokens.shape[1]
-        if not self.config.pad_short_contexts:
-            missing = 0
-        state = self._state_after_missing_tokens(missing, tokens) if missing > 0 else None
-        hidden, state = self.backbone(tokens, state=state, return_state=True)
+        hidden, state = self.backbone(tokens, state=self._padding_state(tokens), return_state=True)
         return hidden[:, -1], state
+
+    def _padding_state(self, tokens: torch.Tensor) -> Any:
+        """The state that context ``tokens [B, n, d]`` are read from: after the fully missing tokens that fill the
+        trained window before them (``read_context``), or None where there are none or ``pad_short_contexts`` is
+        off. Of batch 1 for a backbone that shares one state across the batch, else one copy per series."""
+        missing = self.config.context_length // self.config.patch_size - tokens.shape[1]
+        if missing <= 0 or not self.config.pad_short_contexts:
+            return None
+        return self._state_after_missing_tokens(missing, tokens)
 
     def _state_after_missing_tokens(self, count: int, like: torch.Tensor) -> Any:
         """The backbone's state after ``count`` fully missing patch tokens, for ``like.shape[0]`` series.
@@ -201,6 +206,8 @@ class Forecaster(nn.Module):
                 if any(cached[3] != version for cached in self._missing_states):
                     self._missing_states.clear()  # older weights' states
                 self._missing_states[key] = state
+        if self.backbone.shares_state_across_batch:
+            return state
         return pytree.tree_map(lambda leaf: leaf.expand(like.shape[0], *leaf.shape[1:]).contiguous(), state)
 
     def _context_tokens(self, context: torch.Tensor, scale: ScaleParams) -> torch.Tensor:
@@ -323,9 +330,38 @@ class Forecaster(nn.Module):
             return 0.5 * (both[:count] - both[count:].flip(1))
         window = context if scale is None else None  # a fitted scale is re-fitted when the window is re-read
         scale = self.fit_scale(context) if scale is None else scale
+        if decoding == "masked":
+            return self._masked_forecast(context, scale, prediction_length)
         last, state = self.read_context(context, scale)
         return self.decode_from_state(last, state, scale, prediction_length, decoding, window=window,
                                       hint_context=context)
+
+    def _masked_forecast(self, context: torch.Tensor, scale: ScaleParams, prediction_length: int) -> torch.Tensor:
+        """Masked decoding in one pass: the context's tokens and the masked future tokens go through the backbone
+        together, from the padding state (``read_context``), and no state is kept after them. The same forecast as
+        ``read_context`` then ``decode_from_state`` (causal mixers: a context token never reads a future one), with
+        one backbone call instead of two and, for attention, no key cache joined per series at every layer."""
+        patch = self.config.patch_size
+        num_out = math.ceil(prediction_length / patch)
+        naive = self._seasonal_naive(apply_scale(context, scale), num_out)
+        tokens = self._context_tokens(context, scale)
+        state = self._padding_state(tokens)
+        if num_out > 1:
+            future = self._future_tokens(tokens.shape[0], num_out - 1, tokens, self._hint_of(naive, num_out - 1))
+            tokens = torch.cat([tokens, future], dim=1)
+        hidden = self.backbone(tokens, state=state)
+        return self._masked_quantiles(hidden[:, -num_out:], naive, scale)[..., :prediction_length]
+
+    def _masked_quantiles(self, hidden: torch.Tensor, naive: torch.Tensor | None, scale: ScaleParams
+                          ) -> torch.Tensor:
+        """Quantiles ``[B, Q, n * P]`` (sorted, unscaled) of the ``n`` patches that ``hidden [B, n, d]`` forecast:
+        the last context token's output, then the masked future tokens'."""
+        batch, num_out = hidden.shape[:2]
+        quantiles = self.head(hidden)
+        if self.gate is not None:
+            quantiles = self._gated(quantiles, hidden, naive)
+        quantiles = quantiles.sort(dim=2).values  # [B, n, Q, P], scaled
+        return invert_scale(quantiles.permute(0, 2, 1, 3).reshape(batch, -1, num_out * self.config.patch_size), scale)
 
     def blend_with_seasonal_naive(self, context: torch.Tensor, quantiles: torch.Tensor, decoding: str,
                                   how: str, flip: bool = False) -> torch.Tensor:
@@ -383,11 +419,7 @@ class Forecaster(nn.Module):
             hint = self._hint_of(naive, num_out - 1)
             future, _ = self.continue_state(self._future_tokens(batch, num_out - 1, hidden, hint), state)
             hidden = torch.cat([hidden, future], dim=1)
-        masked = self.head(hidden)
-        if self.gate is not None:
-            masked = self._gated(masked, hidden, naive)
-        masked = masked.sort(dim=2).values  # [B, n, Q, P], scaled
-        masked = invert_scale(masked.permute(0, 2, 1, 3).reshape(batch, -1, num_out * patch), scale)  # [B, Q, nP]
+        masked = self._masked_quantiles(hidden, naive, scale)  # [B, Q, nP]
         if decoding == "masked" or prediction_length <= patch:
             return masked[..., :prediction_length]
         keep = None if window is None else max(self.config.context_length, window.shape[-1])

@@ -44,6 +44,9 @@ class Backbone(nn.Module, abc.ABC):
     #: fixed-size state, so more history is just more steps; a backbone with positions (RoPE) has never seen the
     #: positions past its trained length and sets this to False, so the forecaster refuses such contexts.
     reads_past_trained_length: bool = True
+    #: Whether ``forward`` reads a state of batch 1 as the state of every series in a larger batch, without a copy
+    #: per series: the fully missing tokens before a short context are the same for all (``Forecaster.read_context``).
+    shares_state_across_batch: bool = False
 
     def __init__(self, config: ModelConfig, options: str | None = None) -> None:
         super().__init__()

@@ -36,8 +36,33 @@ def rotary(x: torch.Tensor, offset: int, base: float = ROPE_BASE) -> torch.Tenso
     return x * cos + x.roll(dim // 2, dims=-1) * sin
 
 
+def attend_after_shared_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, prefix_k: torch.Tensor,
+                               prefix_v: torch.Tensor) -> torch.Tensor:
+    """Causal attention of ``q, k, v [B, H, T, D]`` after a key set that every series shares (``prefix_k,
+    prefix_v [1, H, L, D]``, already rotated; every query sees all of it): ``[B, H, T, D]``.
+
+    The same numbers as attending over the prefix copied once per series and joined to ``k, v``, without the copy:
+    a short context read after the fully missing tokens of a longer trained window
+    (``Forecaster.read_context``) shares their keys across the batch, and at the default's shapes (context 512 of
+    2,048: 48 shared keys, 16 own) that copy and join took a third of CPU inference time. The scores against the
+    prefix come from one matrix product per head over all series' queries; one softmax spans both key sets."""
+    batch, heads, length, dim = q.shape
+    shared = prefix_k.shape[-2]
+    queries = q.transpose(0, 1).reshape(heads, batch * length, dim)  # [H, B*T, D]: every series against one prefix
+    prefix_scores = (queries @ prefix_k[0].transpose(-1, -2)).unflatten(1, (batch, length)).transpose(0, 1)
+    own_scores = q @ k.transpose(-1, -2)  # [B, H, T, T]
+    future = torch.ones(length, length, dtype=torch.bool, device=q.device).triu(1)
+    own_scores = own_scores.masked_fill(future, float("-inf"))
+    weights = torch.softmax(torch.cat([prefix_scores, own_scores], dim=-1).float() * dim**-0.5, dim=-1).to(q.dtype)
+    prefix_weights, own_weights = weights.split([shared, length], dim=-1)
+    flat_prefix_weights = prefix_weights.transpose(0, 1).reshape(heads, batch * length, shared)
+    from_prefix = (flat_prefix_weights @ prefix_v[0]).unflatten(1, (batch, length)).transpose(0, 1)
+    return from_prefix + own_weights @ v
+
+
 class CausalSelfAttention(Mixer):
-    """Multi-head causal self-attention with RoPE; state ``(k_cache, v_cache)``, each ``[B, H, L, D]``."""
+    """Multi-head causal self-attention with RoPE; state ``(k_cache, v_cache)``, each ``[B, H, L, D]``, or
+    ``[1, H, L, D]`` for a cache that every series of the batch shares (:func:`attend_after_shared_prefix`)."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -56,6 +81,11 @@ class CausalSelfAttention(Mixer):
         q, k = rotary(q, offset), rotary(k, offset)  # q, k, v: [B, H, T, D]
         if state is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif state[0].shape[0] == 1 < q.shape[0]:  # one cache shared by the batch
+            y = attend_after_shared_prefix(q, k, v, state[0].to(k.dtype), state[1].to(v.dtype))
+            if return_state:
+                k = torch.cat([state[0].to(k.dtype).expand(k.shape[0], -1, -1, -1), k], dim=-2)
+                v = torch.cat([state[1].to(v.dtype).expand(v.shape[0], -1, -1, -1), v], dim=-2)
         else:
             k, v = torch.cat([state[0].to(k.dtype), k], dim=-2), torch.cat([state[1].to(v.dtype), v], dim=-2)
             # SDPA's is_causal aligns the mask top-left; with a cache query i sees keys 0 .. offset + i.
@@ -79,6 +109,7 @@ class TransformerBackbone(BlockStack):
     """Stack of attention mixers in the shared pre-norm block with a gated FFN (a LLaMA-style decoder)."""
 
     reads_past_trained_length = False
+    shares_state_across_batch = True
 
     def __init__(self, config: ModelConfig, options: str | None = None) -> None:
         reject_options("transformer", options)
