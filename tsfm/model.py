@@ -190,7 +190,8 @@ class Forecaster(nn.Module):
         return self._state_after_missing_tokens(missing, tokens)
 
     def _state_after_missing_tokens(self, count: int, like: torch.Tensor) -> Any:
-        """The backbone's state after ``count`` fully missing patch tokens, for ``like.shape[0]`` series.
+        """The backbone's state after ``count`` fully missing patch tokens, for ``like.shape[0]`` series (one state
+        of batch 1 for them all where the backbone ``shares_state_across_batch``).
 
         The one-series state is kept per ``(count, device, dtype)`` while no parameter changes: every in-place
         write to a parameter (an optimizer step, ``load_state_dict``) bumps its version counter, which is part of
@@ -343,8 +344,9 @@ class Forecaster(nn.Module):
         one backbone call instead of two and, for attention, no key cache joined per series at every layer."""
         patch = self.config.patch_size
         num_out = math.ceil(prediction_length / patch)
-        naive = self._seasonal_naive(apply_scale(context, scale), num_out)
-        tokens = self._context_tokens(context, scale)
+        scaled = apply_scale(context, scale)
+        naive = self._seasonal_naive(scaled, num_out)
+        tokens = self._scaled_tokens(scaled)
         state = self._padding_state(tokens)
         if num_out > 1:
             future = self._future_tokens(tokens.shape[0], num_out - 1, tokens, self._hint_of(naive, num_out - 1))

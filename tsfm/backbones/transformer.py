@@ -82,10 +82,11 @@ class CausalSelfAttention(Mixer):
         if state is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         elif state[0].shape[0] == 1 < q.shape[0]:  # one cache shared by the batch
-            y = attend_after_shared_prefix(q, k, v, state[0].to(k.dtype), state[1].to(v.dtype))
-            if return_state:
-                k = torch.cat([state[0].to(k.dtype).expand(k.shape[0], -1, -1, -1), k], dim=-2)
-                v = torch.cat([state[1].to(v.dtype).expand(v.shape[0], -1, -1, -1), v], dim=-2)
+            prefix_k, prefix_v = state[0].to(k.dtype), state[1].to(v.dtype)
+            y = attend_after_shared_prefix(q, k, v, prefix_k, prefix_v)
+            if return_state:  # the joined cache, one copy per series, only when asked for
+                k = torch.cat([prefix_k.expand(k.shape[0], -1, -1, -1), k], dim=-2)
+                v = torch.cat([prefix_v.expand(v.shape[0], -1, -1, -1), v], dim=-2)
         else:
             k, v = torch.cat([state[0].to(k.dtype), k], dim=-2), torch.cat([state[1].to(v.dtype), v], dim=-2)
             # SDPA's is_causal aligns the mask top-left; with a cache query i sees keys 0 .. offset + i.
